@@ -1,0 +1,149 @@
+"""Commit objects: immutable records of one change to a branch.
+
+A commit names its parent (None for a pool's first commit), its author, date, message, free
+JSON ``meta``, and its actions: ``Add`` (an object joins the live set) and ``Delete`` (an object
+leaves it; the commit's date is the object's tombstone time). The action list is open to later
+kinds (AddIndex/DeleteIndex).
+
+Bounded opening: a commit also records where the nearest cached snapshot is. ``snapshot_base``
+is the nearest ancestor whose snapshot is cached and ``chain`` lists the commits strictly
+between that ancestor and this one, oldest first, so a reader fetches one snapshot plus at most
+:data:`SNAPSHOT_INTERVAL` commits — all known up front, so they can be fetched in parallel —
+however long the history. ``has_snapshot`` says this commit's own snapshot was written.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core.clock import parse_iso, to_iso
+from lake_core.codec import decode_doc, encode_doc, field as doc_field
+from lake_core.errors import CorruptObjectError
+from lake_core.objects import ObjectMeta
+
+COMMIT_FORMAT = "lakepool.commit"
+COMMIT_VERSION = 1
+#: A commit whose chain back to a cached snapshot would exceed this writes its own snapshot.
+SNAPSHOT_INTERVAL = 32
+
+
+def commit_key(pool_id: str, commit_id: str) -> str:
+    return f"pools/{pool_id}/commits/{commit_id}.json"
+
+
+def snapshot_key(pool_id: str, commit_id: str) -> str:
+    return f"pools/{pool_id}/commits/{commit_id}.snap"
+
+
+@dataclass(frozen=True)
+class Add:
+    object: ObjectMeta
+
+
+@dataclass(frozen=True)
+class Delete:
+    id: str
+
+
+Action = Add | Delete
+
+
+def encode_schema(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
+def decode_schema(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One immutable commit. ``schema`` is set only when this commit changed the pool schema."""
+
+    id: str
+    parent: str | None
+    depth: int
+    author: str
+    date: datetime
+    message: str
+    meta: Any = None
+    actions: tuple[Action, ...] = ()
+    schema: pa.Schema | None = None
+    snapshot_base: str | None = None
+    chain: tuple[str, ...] = ()
+    has_snapshot: bool = False
+    retries: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def adds(self) -> list[ObjectMeta]:
+        return [a.object for a in self.actions if isinstance(a, Add)]
+
+    def deletes(self) -> list[str]:
+        return [a.id for a in self.actions if isinstance(a, Delete)]
+
+    def actions_json(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for a in self.actions:
+            if isinstance(a, Add):
+                out.append({"op": "add", "object": a.object.to_json()})
+            else:
+                out.append({"op": "delete", "id": a.id})
+        return out
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "id": self.id,
+            "parent": self.parent,
+            "depth": self.depth,
+            "author": self.author,
+            "date": to_iso(self.date),
+            "message": self.message,
+            "meta": self.meta,
+            "actions": self.actions_json(),
+            "snapshot_base": self.snapshot_base,
+            "chain": list(self.chain),
+            "has_snapshot": self.has_snapshot,
+            "retries": self.retries,
+        }
+        if self.schema is not None:
+            body["schema"] = encode_schema(self.schema)
+        body.update(self.extra)
+        return encode_doc(COMMIT_FORMAT, COMMIT_VERSION, body)
+
+    @classmethod
+    def decode(cls, key: str, data: bytes) -> Commit:
+        doc = decode_doc(key, data, COMMIT_FORMAT, COMMIT_VERSION)
+        try:
+            actions: list[Action] = []
+            for a in doc_field(key, doc, "actions", list):
+                if a["op"] == "add":
+                    actions.append(Add(ObjectMeta.from_json(a["object"])))
+                elif a["op"] == "delete":
+                    actions.append(Delete(str(a["id"])))
+                else:
+                    raise CorruptObjectError(key, f"unknown action {a['op']!r}")
+            schema = decode_schema(doc["schema"]) if doc.get("schema") else None
+            return cls(
+                id=doc_field(key, doc, "id", str),
+                parent=doc.get("parent"),
+                depth=doc_field(key, doc, "depth", int),
+                author=str(doc.get("author", "")),
+                date=parse_iso(doc_field(key, doc, "date", str)),
+                message=str(doc.get("message", "")),
+                meta=doc.get("meta"),
+                actions=tuple(actions),
+                schema=schema,
+                snapshot_base=doc.get("snapshot_base"),
+                chain=tuple(doc.get("chain", [])),
+                has_snapshot=bool(doc.get("has_snapshot", False)),
+                retries=int(doc.get("retries", 0)),
+            )
+        except CorruptObjectError:
+            raise
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+            raise CorruptObjectError(key, f"malformed commit ({type(e).__name__}: {e})") from None

@@ -1,0 +1,63 @@
+"""Settings resolved once at the edge (flags > environment > defaults) into frozen objects.
+
+Nothing below the CLI or the orchestration adapter reads the environment: they build a
+:class:`LakeConfig` and pass it down.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lake_core.clock import SYSTEM_CLOCK, Clock
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Budget for optimistic commits: ``max_attempts`` tries, jittered exponential backoff
+    from ``base_delay`` up to ``max_delay`` seconds."""
+
+    max_attempts: int = 64
+    base_delay: float = 0.002
+    max_delay: float = 0.25
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """Everything the lake needs to know about its surroundings."""
+
+    uri: str
+    zookeeper: str | None = None
+    user: str = "lake"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    clock: Clock = SYSTEM_CLOCK
+
+    @classmethod
+    def resolve(
+        cls,
+        uri: str | None = None,
+        zookeeper: str | None = None,
+        user: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> LakeConfig:
+        """Flags first, then ``LAKE_ROOT`` / ``LAKE_ZOOKEEPER`` / ``LAKE_USER``, then defaults."""
+        env = os.environ if env is None else env
+        from lake_core.errors import UsageError
+
+        resolved_uri = uri or env.get("LAKE_ROOT") or ""
+        if not resolved_uri:
+            raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
+        return cls(
+            uri=resolved_uri,
+            zookeeper=zookeeper or env.get("LAKE_ZOOKEEPER") or None,
+            user=user or env.get("LAKE_USER") or _default_user(),
+        )
+
+
+def _default_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return "lake"

@@ -1,0 +1,217 @@
+"""The lake's error hierarchy: one root, structured and picklable.
+
+Every error the lake raises on purpose derives from :class:`LakeError`. Where the meaning
+matches a built-in (a missing object, an existing one) the built-in is mixed in too, so callers
+that know nothing of the lake can still ``except FileNotFoundError``.
+
+Two kinds of commit failure are kept apart, as pyiceberg does: :class:`CommitConflictError`
+means "nothing happened; refresh and try again (or give up)", while
+:class:`CommitStateUnknownError` means "the outcome is not known" and must never be retried
+blindly.
+
+Errors carry their facts as attributes and pass them to ``Exception.__init__`` in order, so
+they survive pickling across process boundaries (Spark tasks, multiprocessing tests).
+"""
+
+from __future__ import annotations
+
+
+class LakeError(Exception):
+    """Root of every deliberate lake error. ``str(err)`` is the one-line user message."""
+
+
+class UsageError(LakeError, ValueError):
+    """The caller asked for something malformed (bad flag value, bad name, bad expression)."""
+
+
+class InvalidNameError(UsageError):
+    """A pool, branch or namespace name breaks the naming rules."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(name, reason)
+        self.name = name
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"invalid name {self.name!r}: {self.reason}"
+
+
+class NotFoundError(LakeError, LookupError):
+    """A named thing (pool, branch, commit, object, staged id) does not exist."""
+
+    def __init__(self, kind: str, name: str, detail: str = "") -> None:
+        super().__init__(kind, name, detail)
+        self.kind = kind
+        self.name = name
+        self.detail = detail
+
+    def __str__(self) -> str:
+        msg = f"{self.kind} {self.name!r} not found" if self.kind else f"{self.name!r} not found"
+        return f"{msg}: {self.detail}" if self.detail else msg
+
+
+class PoolNotFoundError(NotFoundError):
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__("pool", name, detail)
+
+
+class BranchNotFoundError(NotFoundError):
+    def __init__(self, name: str, detail: str = "") -> None:
+        super().__init__("branch", name, detail)
+
+
+class AlreadyExistsError(LakeError, FileExistsError):
+    """Something that must be new (a lake, a pool, a branch) already exists."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(kind, name)
+        self.kind = kind
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name!r} already exists"
+
+
+class ObjectStoreError(LakeError, OSError):
+    """The object store failed (I/O, permissions, network). ``key`` names the object."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(key, detail)
+        self.key = key
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.detail}"
+
+
+class ObjectNotFoundError(LakeError, FileNotFoundError):
+    """The object store has no object under ``key``."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"{self.key}: no such object"
+
+
+class ObjectExistsError(LakeError, FileExistsError):
+    """Put-if-missing lost: an object already exists under ``key``. Nothing was written."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"{self.key}: object already exists"
+
+
+class CorruptObjectError(LakeError):
+    """Lake metadata (journal entry, commit, snapshot, marker) exists but cannot be decoded."""
+
+    def __init__(self, key: str, detail: str) -> None:
+        super().__init__(key, detail)
+        self.key = key
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"corrupt lake metadata {self.key}: {self.detail}"
+
+
+class CommitConflictError(LakeError):
+    """A commit could not be applied on the current tip; nothing was committed."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"commit conflict: {self.detail}"
+
+
+class RetriesExhaustedError(CommitConflictError):
+    """Optimistic commit lost the race more times than its budget allows; nothing committed."""
+
+    def __init__(self, what: str, attempts: int) -> None:
+        LakeError.__init__(self, what, attempts)
+        self.detail = f"{what}: gave up after {attempts} attempts under contention"
+        self.what = what
+        self.attempts = attempts
+
+
+class CommitStateUnknownError(LakeError):
+    """The commit may or may not have landed (e.g. the store failed mid-append). Do not retry
+    blindly: re-read the branch and look for the commit id."""
+
+    def __init__(self, commit_id: str, detail: str) -> None:
+        super().__init__(commit_id, detail)
+        self.commit_id = commit_id
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"state of commit {self.commit_id} unknown: {self.detail}"
+
+
+class EmptyTransactionError(LakeError):
+    """The operation would change nothing; no commit was made."""
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"empty transaction: {self.detail}" if self.detail else "empty transaction"
+
+
+class SchemaConflictError(LakeError):
+    """A column arrives with a type that conflicts with the pool's accumulated schema."""
+
+    def __init__(self, column: str, pool_type: str, new_type: str, source: str = "") -> None:
+        super().__init__(column, pool_type, new_type, source)
+        self.column = column
+        self.pool_type = pool_type
+        self.new_type = new_type
+        self.source = source
+
+    def __str__(self) -> str:
+        where = f" in {self.source}" if self.source else ""
+        return (
+            f"schema conflict{where}: column {self.column!r} is {self.pool_type} in the pool "
+            f"but {self.new_type} in the input"
+        )
+
+
+class MalformedInputError(LakeError, ValueError):
+    """Input data could not be parsed. ``location`` is e.g. ``line 2`` or ``row 7``."""
+
+    def __init__(self, source: str, location: str, problem: str) -> None:
+        super().__init__(source, location, problem)
+        self.source = source
+        self.location = location
+        self.problem = problem
+
+    def __str__(self) -> str:
+        where = f", {self.location}" if self.location else ""
+        return f"malformed input {self.source}{where}: {self.problem}"
+
+
+class HistoryVacatedError(LakeError):
+    """Time travel reached history that ``vacate`` has cut."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"history was vacated: {self.detail}"
+
+
+class LockError(LakeError):
+    """A maintenance or journal lock could not be taken, or was lost while held."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"lock error: {self.detail}"

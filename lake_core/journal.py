@@ -1,0 +1,182 @@
+"""A numbered, append-only journal of a small mutable table (name → JSON value).
+
+Used for a pool's branches (branch name → tip commit) and for the interim pool registry.
+
+Layout under ``<dir>/``: entries ``1.json`` … ``N.json``, each immutable once written; ``HEAD``
+(a hint: decimal N, maybe stale) and ``TAIL`` (the first entry kept; 1 until vacate moves it).
+
+Each entry holds the whole table after its actions, plus the actions and a timestamp, so the
+table at any entry costs one read, and "the table as of time T" is a binary search over entries
+(timestamps are made monotonic by the writers: an entry's time is never before its
+predecessor's).
+
+Appends are lock-free: a writer that has read entry N writes N+1 with put-if-missing. Exactly one
+writer wins each number; the losers re-read and try again. HEAD is written after the append
+with a plain put, so it may lag (or even go back) under races; readers therefore treat it as a
+hint and probe forward (N+1, N+2, …) until an entry is missing. A writer that dies between the
+append and the HEAD update leaves a committed entry that the next reader finds by probing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+from lake_core.clock import SYSTEM_CLOCK, Clock, parse_iso, to_iso
+from lake_core.codec import decode_doc, encode_doc
+from lake_core.errors import CorruptObjectError, HistoryVacatedError, ObjectNotFoundError
+from lake_core.stores.base import ObjectStore
+
+JOURNAL_FORMAT = "lakepool.journal"
+JOURNAL_VERSION = 1
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    """Entry ``n`` (0 is the empty journal): the table after it, its actions, its time."""
+
+    n: int
+    ts: datetime | None
+    state: Mapping[str, Any]
+    actions: tuple[dict[str, Any], ...] = ()
+
+
+def apply_actions(state: Mapping[str, Any], actions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pure: the table after ``actions`` (``{"op": "set", "name", "value"}`` or ``delete``)."""
+    out = dict(state)
+    for a in actions:
+        if a["op"] == "set":
+            out[a["name"]] = a["value"]
+        elif a["op"] == "delete":
+            out.pop(a["name"], None)
+        else:
+            raise ValueError(f"unknown journal action {a['op']!r}")
+    return out
+
+
+class Journal:
+    """One journal rooted at ``prefix`` (e.g. ``pools/<id>/branches``) in ``store``."""
+
+    def __init__(self, store: ObjectStore, prefix: str, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store = store
+        self.prefix = prefix.rstrip("/")
+        self.clock = clock
+
+    def entry_key(self, n: int) -> str:
+        return f"{self.prefix}/{n}.json"
+
+    @property
+    def head_key(self) -> str:
+        return f"{self.prefix}/HEAD"
+
+    @property
+    def tail_key(self) -> str:
+        return f"{self.prefix}/TAIL"
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _read_int_hint(self, key: str, default: int) -> int:
+        try:
+            text = self.store.get(key).decode("ascii").strip()
+            return int(text) if text else default
+        except ObjectNotFoundError:
+            return default
+        except (UnicodeDecodeError, ValueError):
+            return default  # a torn or garbled hint is just a bad hint: probe instead
+
+    def read_tail(self) -> int:
+        """The first retained entry (1 unless history was vacated)."""
+        return max(1, self._read_int_hint(self.tail_key, 1))
+
+    def read_entry(self, n: int) -> JournalEntry:
+        """Entry ``n``. Raises ObjectNotFoundError if it does not exist."""
+        if n == 0:
+            return JournalEntry(0, None, MappingProxyType({}))
+        key = self.entry_key(n)
+        doc = decode_doc(key, self.store.get(key), JOURNAL_FORMAT, JOURNAL_VERSION)
+        try:
+            if int(doc["n"]) != n:
+                raise CorruptObjectError(key, f"entry says it is number {doc['n']}")
+            state = doc["state"]
+            if not isinstance(state, dict):
+                raise CorruptObjectError(key, "state is not an object")
+            return JournalEntry(
+                n, parse_iso(doc["ts"]), MappingProxyType(state), tuple(doc.get("actions", []))
+            )
+        except CorruptObjectError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptObjectError(key, f"malformed journal entry ({type(e).__name__})") from None
+
+    def read_head(self) -> JournalEntry:
+        """The last entry: start at the HEAD hint and probe forward past a stale one."""
+        hint = max(self._read_int_hint(self.head_key, 0), self.read_tail() - 1)
+        entry: JournalEntry | None = None
+        if hint > 0:
+            try:
+                entry = self.read_entry(hint)
+            except ObjectNotFoundError:
+                # HEAD points past the tail or at a removed entry (vacated history); rescan.
+                hint = self.read_tail() - 1
+        if entry is None:
+            entry = self.read_entry(hint) if hint > 0 else JournalEntry(0, None, {})
+        while True:
+            try:
+                entry = self.read_entry(entry.n + 1)
+            except ObjectNotFoundError:
+                return entry
+
+    def entry_as_of(self, when: datetime) -> JournalEntry:
+        """The last entry written at or before ``when``. Raises HistoryVacatedError if that
+        lies before the tail, or NotFound-like empty entry 0 before the first entry."""
+        head = self.read_head()
+        tail = self.read_tail()
+        if head.n == 0:
+            return head
+        if head.ts is not None and head.ts <= when:
+            return head
+        lo, hi = tail, head.n  # invariant: entries > hi are after `when`
+        first = self.read_entry(tail)
+        if first.ts is not None and first.ts > when:
+            if tail > 1:
+                raise HistoryVacatedError(
+                    f"{to_iso(when)} is before the oldest retained history ({to_iso(first.ts)})"
+                )
+            return JournalEntry(0, None, MappingProxyType({}))
+        found = first
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            e = self.read_entry(mid)
+            if e.ts is not None and e.ts <= when:
+                found, lo = e, mid
+            else:
+                hi = mid - 1
+        return found if found.n == lo else self.read_entry(lo)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def append(self, after: JournalEntry, actions: list[dict[str, Any]]) -> JournalEntry:
+        """Write entry ``after.n + 1`` with put-if-missing; return it.
+
+        Raises ObjectExistsError when another writer took that number first (nothing was
+        written: re-read and retry), ObjectStoreError on failure."""
+        n = after.n + 1
+        now = self.clock.now()
+        if after.ts is not None and now < after.ts:
+            now = after.ts  # keep journal time monotonic under clock skew
+        state = apply_actions(after.state, actions)
+        data = encode_doc(
+            JOURNAL_FORMAT,
+            JOURNAL_VERSION,
+            {"n": n, "ts": to_iso(now), "actions": actions, "state": state},
+        )
+        self.store.put_if_missing(self.entry_key(n), data)
+        entry = JournalEntry(n, now, MappingProxyType(state), tuple(actions))
+        try:
+            self.store.put(self.head_key, str(n).encode("ascii"))
+        except Exception:  # noqa: BLE001 - HEAD is a hint; readers probe past a stale one
+            pass
+        return entry

@@ -1,0 +1,76 @@
+"""The pool key: which fields order a pool's records, and in which direction.
+
+Invariants: records are sorted by the key fields in order, all ascending or all descending;
+a null (missing) key sorts last in both directions; key-range predicates exclude nulls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_core.errors import UsageError
+from lake_core.names import validate_name
+
+ORDERS = ("asc", "desc")
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    """``fields`` in significance order; ``order`` is ``asc`` or ``desc``."""
+
+    fields: tuple[str, ...] = ("ts",)
+    order: str = "desc"
+
+    def __post_init__(self) -> None:
+        if not self.fields:
+            raise UsageError("a pool key needs at least one field")
+        if self.order not in ORDERS:
+            raise UsageError(f"order must be asc or desc, not {self.order!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> PoolKey:
+        """``KEY[,KEY…][:asc|:desc]``, as ``lake create --orderby`` takes it (default desc)."""
+        spec, colon, order = text.partition(":")
+        order = order.strip().lower() if colon else "desc"
+        if order not in ORDERS:
+            raise UsageError(f"--orderby order must be asc or desc, not {order!r}")
+        fields = tuple(f.strip() for f in spec.split(","))
+        for f in fields:
+            validate_name(f, "key field")
+        return cls(fields, order)
+
+    def __str__(self) -> str:
+        return f"{','.join(self.fields)}:{self.order}"
+
+    @property
+    def descending(self) -> bool:
+        return self.order == "desc"
+
+    def sort_keys(self, schema: pa.Schema) -> list[tuple[str, str]]:
+        """pyarrow sort keys for the key fields present in ``schema``."""
+        direction = "descending" if self.descending else "ascending"
+        return [(f, direction) for f in self.fields if f in schema.names]
+
+    def sort_indices(self, table: pa.Table) -> pa.Array:
+        """Stable sort order of ``table`` by the key, nulls last."""
+        keys = self.sort_keys(table.schema)
+        if not keys or table.num_rows == 0:
+            return pa.array(range(table.num_rows), pa.int64())
+        return pc.sort_indices(table, sort_keys=keys, null_placement="at_end")
+
+    def key_columns(self, table: pa.Table) -> list[pa.ChunkedArray]:
+        """The key columns of ``table``; a field the table lacks is all null."""
+        out = []
+        for f in self.fields:
+            if f in table.schema.names:
+                out.append(table.column(f))
+            else:
+                out.append(pa.chunked_array([pa.nulls(table.num_rows)]))
+        return out
+
+    def key_at(self, columns: list[pa.ChunkedArray], row: int) -> tuple[Any, ...]:
+        return tuple(c[row].as_py() for c in columns)

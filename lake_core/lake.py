@@ -1,0 +1,107 @@
+"""The lake: its marker, its pool registry, and opening pools.
+
+``<lake>/lake.json`` marks a lake (format, version, id) and is written once with
+put-if-missing, so two racing ``init``s cannot both succeed.
+"""
+
+from __future__ import annotations
+
+from lake_core.clock import to_iso
+from lake_core.codec import decode_doc, encode_doc
+from lake_core.config import LakeConfig
+from lake_core.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+)
+from lake_core.ids import new_id
+from lake_core.keys import PoolKey
+from lake_core.names import PoolName
+from lake_core.pool import Pool
+from lake_core.registry import JournalPoolRegistry, PoolConfig, PoolRegistry
+from lake_core.stores.base import ObjectStore
+from lake_core.stores.factory import open_store
+from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
+
+MARKER_KEY = "lake.json"
+LAKE_FORMAT = "lakepool.lake"
+LAKE_VERSION = 1
+
+
+class Lake:
+    """An open lake. Use :meth:`init` or :meth:`open`."""
+
+    def __init__(self, store: ObjectStore, config: LakeConfig, lake_id: str) -> None:
+        self.store = store
+        self.config = config
+        self.id = lake_id
+        self.registry: PoolRegistry = JournalPoolRegistry(store, config)
+
+    @classmethod
+    def init(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
+        """Create a lake at ``config.uri``. Raises AlreadyExistsError if one is there."""
+        config = LakeConfig(uri=config) if isinstance(config, str) else config
+        store = store or open_store(config.uri)
+        lake_id = new_id(config.clock)
+        marker = encode_doc(
+            LAKE_FORMAT, LAKE_VERSION, {"id": lake_id, "created": to_iso(config.clock.now())}
+        )
+        try:
+            store.put_if_missing(MARKER_KEY, marker)
+        except ObjectExistsError:
+            raise AlreadyExistsError("lake", config.uri) from None
+        return cls(store, config, lake_id)
+
+    @classmethod
+    def open(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
+        """Open the lake at ``config.uri``. Raises NotFoundError if there is none."""
+        config = LakeConfig(uri=config) if isinstance(config, str) else config
+        store = store or open_store(config.uri)
+        try:
+            data = store.get(MARKER_KEY)
+        except ObjectNotFoundError:
+            raise NotFoundError("lake", config.uri, "run `lake init` first") from None
+        doc = decode_doc(MARKER_KEY, data, LAKE_FORMAT, LAKE_VERSION)
+        return cls(store, config, str(doc.get("id", "")))
+
+    # -- pools --------------------------------------------------------------------------------
+
+    def create_pool(
+        self,
+        name: str,
+        key: PoolKey | str | None = None,
+        *,
+        target_size: int = DEFAULT_TARGET_SIZE,
+        seek_stride: int = DEFAULT_SEEK_STRIDE,
+        partition_by: str | None = None,
+    ) -> Pool:
+        """A new pool with branch ``main``. Raises AlreadyExistsError, InvalidNameError."""
+        pool_name = PoolName.parse(name)
+        pool_key = PoolKey.parse(key) if isinstance(key, str) else (key or PoolKey())
+        pool_config = PoolConfig(
+            id=new_id(self.config.clock),
+            name=pool_name,
+            key=pool_key,
+            target_size=target_size,
+            seek_stride=seek_stride,
+            partition_by=partition_by,
+            created=self.config.clock.now(),
+        )
+        pool = Pool(self.store, pool_config, self.config)
+        # The pool's journal exists before its name does: a reader that finds the name always
+        # finds a usable pool. A crash between the two leaves an unnamed directory (an orphan).
+        pool.initialize()
+        self.registry.create(pool_config)
+        return pool
+
+    def pool(self, name: str) -> Pool:
+        """The pool called ``name``. Raises PoolNotFoundError."""
+        return Pool(self.store, self.registry.get(PoolName.parse(name)), self.config)
+
+    def pools(self) -> list[PoolConfig]:
+        return self.registry.list()
+
+    def drop_pool(self, name: str) -> PoolConfig:
+        """Remove ``name`` from the registry; its files stay until cleanup."""
+        return self.registry.drop(PoolName.parse(name))

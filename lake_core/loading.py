@@ -1,0 +1,202 @@
+"""Loading: input files or tables → data objects → one commit (``load`` = ``add`` + ``commit``).
+
+Staged work lives at ``pools/<id>/staging/<staged-id>.json``: the objects an ``add`` wrote and
+the schema they carry, awaiting ``commit``. Committing staged work twice is impossible: the
+second commit would add objects that are already live, which the commit protocol refuses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from lake_core.clock import parse_iso, to_iso
+from lake_core.codec import decode_doc, encode_doc
+from lake_core.commit import Commit, decode_schema, encode_schema
+from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError
+from lake_core.ids import new_id
+from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
+from lake_core.objects import ObjectMeta
+from lake_core.pool import MAIN, Pool
+from lake_core.writer import WriteOptions, write_objects
+
+Source = str | Path | BinaryIO | pa.Table
+STAGED_FORMAT = "lakepool.staged"
+STAGED_VERSION = 1
+
+
+def staged_key(pool_id: str, staged_id: str) -> str:
+    return f"pools/{pool_id}/staging/{staged_id}.json"
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One ``add``: objects written but not committed."""
+
+    id: str
+    objects: list[ObjectMeta]
+    schema: pa.Schema | None
+    created: datetime
+    sources: list[str]
+
+
+def _source_name(src: Source, i: int) -> str:
+    if isinstance(src, pa.Table):
+        return f"table #{i + 1}"
+    if isinstance(src, (str, Path)):
+        return "stdin" if str(src) == "-" else str(src)
+    return getattr(src, "name", None) or f"stream #{i + 1}"
+
+
+def read_sources(
+    sources: Sequence[Source], fmt: str, base_schema: pa.Schema | None
+) -> tuple[pa.Table, pa.Schema | None]:
+    """Read and normalize every source; unify their schemas with ``base_schema`` (raising
+    SchemaConflictError naming the source); return the combined table and the unified schema."""
+    tables: list[pa.Table] = []
+    schema = base_schema
+    for i, src in enumerate(sources):
+        name = _source_name(src, i)
+        if isinstance(src, pa.Table):
+            table = normalize_table(src, name)
+        else:
+            table = read_input(src, fmt, name=name)
+        if table.num_rows == 0:
+            continue
+        schema = unify_schema(schema, table.schema, name)
+        tables.append(table)
+    if not tables or schema is None:
+        return pa.table({}), schema
+    tables = [conform_table(t, schema) for t in tables]
+    combined = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+    return combined, schema
+
+
+def write_sources(
+    pool: Pool,
+    sources: Sequence[Source],
+    branch: str,
+    fmt: str = "auto",
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> tuple[list[ObjectMeta], pa.Schema]:
+    """Read, check against the branch's schema, and write objects (not committed)."""
+    tip = pool.tip(branch)  # BranchNotFoundError before any work
+    base = pool.snapshot(tip).schema
+    table, _ = read_sources(sources, fmt, base)
+    if table.num_rows == 0:
+        raise EmptyTransactionError("no records in the input")
+    options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
+    objects = write_objects(
+        pool.store, pool.id, table, pool.config.key, options, clock=pool.clock, on_object=on_object
+    )
+    return objects, table.schema
+
+
+def load(
+    pool: Pool,
+    sources: Sequence[Source],
+    branch: str = MAIN,
+    *,
+    fmt: str = "auto",
+    author: str | None = None,
+    message: str = "",
+    meta: Any = None,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> Commit:
+    """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure."""
+    objects, schema = write_sources(pool, sources, branch, fmt, on_object)
+    names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
+    try:
+        return pool.commit(
+            branch,
+            objects,
+            [],
+            author=author,
+            message=message or f"loaded {len(objects)} data objects from {names}",
+            meta=meta,
+            incoming_schema=schema,
+            source=names,
+        )
+    except BaseException:
+        pool.discard_objects(objects)
+        raise
+
+
+def stage(
+    pool: Pool, sources: Sequence[Source], branch: str = MAIN, *, fmt: str = "auto"
+) -> Staged:
+    """Write objects and record them as staged work (``lake add``)."""
+    objects, schema = write_sources(pool, sources, branch, fmt)
+    staged = Staged(
+        new_id(pool.clock), objects, schema, pool.clock.now(),
+        [_source_name(s, i) for i, s in enumerate(sources)],
+    )
+    body = {
+        "id": staged.id,
+        "created": to_iso(staged.created),
+        "sources": staged.sources,
+        "schema": encode_schema(schema),
+        "objects": [o.to_json() for o in objects],
+    }
+    pool.store.put_if_missing(
+        staged_key(pool.id, staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
+    )
+    return staged
+
+
+def read_staged(pool: Pool, staged_id: str) -> Staged:
+    key = staged_key(pool.id, staged_id)
+    try:
+        doc = decode_doc(key, pool.store.get(key), STAGED_FORMAT, STAGED_VERSION)
+    except ObjectNotFoundError:
+        raise NotFoundError("staged", staged_id, f"in pool {pool.name}") from None
+    return Staged(
+        doc["id"],
+        [ObjectMeta.from_json(o) for o in doc["objects"]],
+        decode_schema(doc["schema"]) if doc.get("schema") else None,
+        parse_iso(doc["created"]),
+        list(doc.get("sources", [])),
+    )
+
+
+def list_staged(pool: Pool) -> list[Staged]:
+    prefix = f"pools/{pool.id}/staging/"
+    ids = sorted(i.key[len(prefix) : -len(".json")] for i in pool.store.list(prefix)
+                 if i.key.endswith(".json"))
+    out = []
+    for staged_id in ids:
+        try:
+            out.append(read_staged(pool, staged_id))
+        except NotFoundError:
+            continue  # committed meanwhile
+    return out
+
+
+def commit_staged(
+    pool: Pool,
+    staged_ids: Sequence[str],
+    branch: str = MAIN,
+    *,
+    author: str | None = None,
+    message: str = "",
+    meta: Any = None,
+) -> Commit:
+    """Commit several staged ids in one commit, then forget them."""
+    staged = [read_staged(pool, s) for s in staged_ids]
+    objects = [o for s in staged for o in s.objects]
+    schema: pa.Schema | None = None
+    for s in staged:
+        if s.schema is not None:
+            schema = unify_schema(schema, s.schema, f"staged {s.id}")
+    commit = pool.commit(
+        branch, objects, [], author=author,
+        message=message or f"committed {len(staged)} staged loads ({len(objects)} data objects)",
+        meta=meta, incoming_schema=schema, source=", ".join(f"staged {s}" for s in staged_ids),
+    )
+    pool.store.delete_many([staged_key(pool.id, s.id) for s in staged])
+    return commit

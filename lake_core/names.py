@@ -1,0 +1,63 @@
+"""Names of pools, namespaces and branches, and how a ``POOL[@REF]`` argument is read.
+
+Rules (CLI contract): a name is not empty, has no spaces, control characters, DEL, ``.``, ``@``
+or ``/``, and is at most :data:`MAX_NAME_BYTES` bytes of UTF-8. A pool is written ``NS.NAME``;
+a bare name lives in namespace ``default``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lake_core.errors import InvalidNameError
+
+#: The catalog's maximum name length in UTF-8 bytes (object keys pad names to this width).
+MAX_NAME_BYTES = 64
+DEFAULT_NAMESPACE = "default"
+_FORBIDDEN = set(" .@/")
+
+
+def validate_name(name: str, what: str = "name") -> str:
+    """Return ``name`` if it is a valid single name, else raise InvalidNameError."""
+    if not name:
+        raise InvalidNameError(name, f"a {what} must not be empty")
+    for ch in name:
+        if ch in _FORBIDDEN or ord(ch) < 32 or ord(ch) == 127 or ch.isspace():
+            raise InvalidNameError(name, f"a {what} must not contain {ch!r}")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidNameError(name, f"a {what} is at most {MAX_NAME_BYTES} bytes of UTF-8")
+    return name
+
+
+@dataclass(frozen=True, order=True)
+class PoolName:
+    """A pool's full name: namespace and name."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str) -> PoolName:
+        """``NS.NAME`` or ``NAME`` (namespace ``default``)."""
+        if text.count(".") > 1:
+            raise InvalidNameError(text, "a pool is NAME or NAMESPACE.NAME")
+        ns, dot, name = text.partition(".")
+        if not dot:
+            ns, name = DEFAULT_NAMESPACE, text
+        return cls(validate_name(ns, "namespace"), validate_name(name, "pool name"))
+
+    def __str__(self) -> str:
+        """``NAME`` in the default namespace, else ``NS.NAME``: how ``ls`` prints it."""
+        return self.name if self.namespace == DEFAULT_NAMESPACE else f"{self.namespace}.{self.name}"
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+def split_ref(text: str) -> tuple[str, str | None]:
+    """``POOL@REF`` → (``POOL``, ``REF``); ``POOL`` → (``POOL``, None)."""
+    pool, at, ref = text.partition("@")
+    if at and not ref:
+        raise InvalidNameError(text, "nothing after '@'")
+    return pool, (ref if at else None)

@@ -1,0 +1,409 @@
+"""A pool's history: branches, commits, snapshots, and the commit protocol.
+
+The commit protocol (see docs/architecture.md):
+
+1. Data objects are already written (unique KSUID names, atomic puts): invisible until step 4.
+2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent).
+3. Open the parent's snapshot and check the commit's actions against it: deleting an object
+   that is no longer live is a conflict; adds never conflict; the incoming schema must unify
+   with the pool's. Write the commit object (and, every :data:`SNAPSHOT_INTERVAL` commits, its
+   cached snapshot) under a fresh KSUID.
+4. Append journal entry N+1 moving the branch to the new commit, with put-if-missing.
+   Winning that put is the commit point. Losing it means someone else appended N+1: re-read,
+   re-check (rebase) and retry with jittered backoff, within the retry budget.
+
+Anything written by a failed or abandoned attempt is unreferenced: cleanup removes it after a
+grace period. No step ever overwrites a file other than the HEAD hint.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core.commit import (
+    SNAPSHOT_INTERVAL,
+    Add,
+    Commit,
+    Delete,
+    commit_key,
+    snapshot_key,
+)
+from lake_core.config import LakeConfig
+from lake_core.errors import (
+    AlreadyExistsError,
+    BranchNotFoundError,
+    CommitStateUnknownError,
+    CorruptObjectError,
+    EmptyTransactionError,
+    NotFoundError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    RetriesExhaustedError,
+    UsageError,
+)
+from lake_core.ids import is_ksuid, new_id
+from lake_core.journal import Journal, JournalEntry
+from lake_core.names import validate_name
+from lake_core.objects import ObjectMeta, data_key
+from lake_core.registry import PoolConfig
+from lake_core.snapshot import Snapshot, apply, check_actions
+from lake_core.stores.base import ObjectStore
+
+MAIN = "main"
+_CACHE_COMMITS = 4096
+_CACHE_SNAPSHOTS = 16
+
+
+class _LRU(OrderedDict[str, Any]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get_or(self, key: str) -> Any:
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        return None
+
+    def put(self, key: str, value: Any) -> None:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class Pool:
+    """One pool of a lake. Cheap to construct; caches immutable commits and snapshots."""
+
+    def __init__(self, store: ObjectStore, config: PoolConfig, lake_config: LakeConfig) -> None:
+        self.store = store
+        self.config = config
+        self.lake_config = lake_config
+        self.clock = lake_config.clock
+        self.journal = Journal(store, f"pools/{config.id}/branches", self.clock)
+        self._commits = _LRU(_CACHE_COMMITS)
+        self._snapshots = _LRU(_CACHE_SNAPSHOTS)
+        self._rng = random.Random()
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @property
+    def name(self) -> str:
+        return str(self.config.name)
+
+    def __repr__(self) -> str:
+        return f"Pool({self.name!r}, id={self.id})"
+
+    # -- branches and refs --------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Create branch ``main`` with no commits: journal entry 1. Idempotent-safe: raises
+        AlreadyExistsError if the pool's journal already exists."""
+        try:
+            self.journal.append(
+                JournalEntry(0, None, {}), [{"op": "set", "name": MAIN, "value": None}]
+            )
+        except ObjectExistsError:
+            raise AlreadyExistsError("pool directory", self.id) from None
+
+    def branches(self, as_of: datetime | None = None) -> dict[str, str | None]:
+        """Branch name → tip commit id (None: no commits yet)."""
+        entry = self.journal.entry_as_of(as_of) if as_of else self.journal.read_head()
+        return dict(entry.state)
+
+    def tip(self, branch: str = MAIN, as_of: datetime | None = None) -> str | None:
+        """The branch's tip commit (None for an empty branch). Raises BranchNotFoundError."""
+        branches = self.branches(as_of)
+        if branch not in branches:
+            raise BranchNotFoundError(branch, f"in pool {self.name}")
+        return branches[branch]
+
+    def resolve(self, ref: str | None = None, as_of: datetime | None = None) -> str | None:
+        """A branch name or commit id → commit id. ``as_of`` goes with a branch only."""
+        ref = ref or MAIN
+        branches = self.branches(as_of)
+        if ref in branches:
+            return branches[ref]
+        if is_ksuid(ref):
+            if as_of is not None:
+                raise UsageError("--as-of goes with a branch, not with a commit id")
+            self.read_commit(ref)  # raises NotFound
+            return ref
+        raise BranchNotFoundError(ref, f"in pool {self.name}")
+
+    def create_branch(self, name: str, from_ref: str | None = None) -> str | None:
+        """New branch at ``from_ref`` (branch or commit; default main). Returns its tip."""
+        validate_name(name, "branch name")
+        target = self.resolve(from_ref or MAIN)
+
+        def build(state: dict[str, Any]) -> list[dict[str, Any]]:
+            if name in state:
+                raise AlreadyExistsError("branch", name)
+            return [{"op": "set", "name": name, "value": target}]
+
+        self._journal_update(f"create branch {name}", build)
+        return target
+
+    def delete_branch(self, name: str) -> None:
+        if name == MAIN:
+            raise UsageError("branch main cannot be deleted")
+
+        def build(state: dict[str, Any]) -> list[dict[str, Any]]:
+            if name not in state:
+                raise BranchNotFoundError(name, f"in pool {self.name}")
+            return [{"op": "delete", "name": name}]
+
+        self._journal_update(f"delete branch {name}", build)
+
+    def _journal_update(self, what: str, build: Any) -> JournalEntry:
+        retry = self.lake_config.retry
+        for attempt in range(retry.max_attempts):
+            head = self.journal.read_head()
+            actions = build(dict(head.state))
+            try:
+                return self.journal.append(head, actions)
+            except ObjectExistsError:
+                self._backoff(attempt)
+        raise RetriesExhaustedError(what, retry.max_attempts)
+
+    def _backoff(self, attempt: int) -> None:
+        retry = self.lake_config.retry
+        delay = min(retry.max_delay, retry.base_delay * (2 ** min(attempt, 20)))
+        self.clock.sleep(self._rng.uniform(0, delay))
+
+    # -- commits and snapshots ----------------------------------------------------------------
+
+    def read_commit(self, commit_id: str) -> Commit:
+        """The commit object. Raises NotFoundError naming the id, CorruptObjectError."""
+        cached = self._commits.get_or(commit_id)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        key = commit_key(self.id, commit_id)
+        try:
+            data = self.store.get(key)
+        except ObjectNotFoundError:
+            raise NotFoundError("commit", commit_id, f"in pool {self.name}") from None
+        commit = Commit.decode(key, data)
+        if commit.id != commit_id:
+            raise CorruptObjectError(key, f"commit object says its id is {commit.id}")
+        self._commits.put(commit_id, commit)
+        return commit
+
+    def _read_cached_snapshot(self, commit_id: str) -> Snapshot:
+        key = snapshot_key(self.id, commit_id)
+        snap = Snapshot.decode(key, self.store.get(key))
+        if snap.commit_id != commit_id:
+            raise CorruptObjectError(key, f"snapshot says it is of commit {snap.commit_id}")
+        return snap
+
+    def snapshot(self, commit_id: str | None) -> Snapshot:
+        """The live set at ``commit_id``: one cached snapshot plus at most
+        SNAPSHOT_INTERVAL commits, fetched in parallel."""
+        if commit_id is None:
+            return Snapshot()
+        cached = self._snapshots.get_or(commit_id)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
+        commit = self.read_commit(commit_id)
+        try:
+            if commit.has_snapshot:
+                snap = self._read_cached_snapshot(commit_id)
+            else:
+                base = (
+                    self._read_cached_snapshot(commit.snapshot_base)
+                    if commit.snapshot_base
+                    else Snapshot()
+                )
+                chain = self._read_commits(list(commit.chain))
+                snap = base
+                for c in [*chain, commit]:
+                    snap = apply(snap, c)
+        except (CorruptObjectError, ObjectNotFoundError):
+            # A damaged or missing cached snapshot must not make the pool unreadable
+            # (Zed #4328): fall back to replaying the history from the root.
+            snap = self._replay_from_root(commit)
+        self._snapshots.put(commit_id, snap)
+        return snap
+
+    def _read_commits(self, ids: list[str]) -> list[Commit]:
+        if len(ids) <= 1:
+            return [self.read_commit(i) for i in ids]
+        with ThreadPoolExecutor(max_workers=min(16, len(ids))) as ex:
+            return list(ex.map(self.read_commit, ids))
+
+    def _replay_from_root(self, commit: Commit) -> Snapshot:
+        path = [commit]
+        while path[-1].parent is not None:
+            path.append(self.read_commit(path[-1].parent))
+        snap = Snapshot()
+        for c in reversed(path):
+            snap = apply(snap, c)
+        return snap
+
+    def log(self, ref: str | None = None) -> Iterator[Commit]:
+        """Commits from ``ref``'s tip back to the first, newest first."""
+        commit_id = self.resolve(ref)
+        while commit_id is not None:
+            commit = self.read_commit(commit_id)
+            yield commit
+            commit_id = commit.parent
+
+    # -- the commit protocol ------------------------------------------------------------------
+
+    def commit(
+        self,
+        branch: str,
+        adds: list[ObjectMeta],
+        deletes: list[str],
+        *,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+        incoming_schema: pa.Schema | None = None,
+        source: str = "",
+    ) -> Commit:
+        """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
+
+        Raises EmptyTransactionError (nothing to do), BranchNotFoundError,
+        CommitConflictError (a deleted object is gone; nothing committed),
+        SchemaConflictError, RetriesExhaustedError, CommitStateUnknownError."""
+        if not adds and not deletes:
+            raise EmptyTransactionError("nothing to commit")
+        author = author or self.lake_config.user
+        retry = self.lake_config.retry
+        pending: Commit | None = None
+        # While an append is in flight its outcome is unknown: the commit object must then be
+        # left alone, since a journal entry may already point at it.
+        appending = False
+        try:
+            for attempt in range(retry.max_attempts):
+                head = self.journal.read_head()
+                if branch not in head.state:
+                    raise BranchNotFoundError(branch, f"in pool {self.name}")
+                parent_id: str | None = head.state[branch]
+                if pending is None or pending.parent != parent_id:
+                    if pending is not None:
+                        self._discard_commit(pending)
+                        pending = None
+                    pending = self._write_commit(
+                        parent_id, adds, deletes, author, message, meta, incoming_schema, source,
+                        attempt,
+                    )
+                action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
+                try:
+                    appending = True
+                    self.journal.append(head, [action])
+                    appending = False
+                except ObjectExistsError:
+                    appending = False
+                    if self._won_anyway(head.n + 1, pending.id):
+                        return self._committed(pending)
+                    self._backoff(attempt)
+                    continue
+                except ObjectStoreError as e:
+                    appending = False
+                    if self._won_anyway(head.n + 1, pending.id):
+                        return self._committed(pending)
+                    unknown_id, pending = pending.id, None  # unknown: keep its commit object
+                    raise CommitStateUnknownError(unknown_id, str(e)) from e
+                return self._committed(pending)
+            raise RetriesExhaustedError(f"commit to {self.name}@{branch}", retry.max_attempts)
+        except BaseException:
+            if pending is not None and not appending:
+                self._discard_commit(pending)
+            raise
+
+    def _committed(self, commit: Commit) -> Commit:
+        self._commits.put(commit.id, commit)
+        return commit
+
+    def _won_anyway(self, n: int, commit_id: str) -> bool:
+        """After a failed append: did entry ``n`` land with our commit (a retried request whose
+        first try succeeded)?"""
+        try:
+            entry = self.journal.read_entry(n)
+        except (ObjectNotFoundError, ObjectStoreError, CorruptObjectError):
+            return False
+        return any(a.get("value") == commit_id for a in entry.actions)
+
+    def _write_commit(
+        self,
+        parent_id: str | None,
+        adds: list[ObjectMeta],
+        deletes: list[str],
+        author: str,
+        message: str,
+        meta: Any,
+        incoming_schema: pa.Schema | None,
+        source: str,
+        attempt: int,
+    ) -> Commit:
+        parent_snap = self.snapshot(parent_id)
+        check_actions(parent_snap, [o.id for o in adds], deletes)
+        schema = None
+        if incoming_schema is not None and len(incoming_schema) > 0:
+            from lake_core.ingest.schema import unify_schema
+
+            unified = unify_schema(parent_snap.schema, incoming_schema, source)
+            if parent_snap.schema is None or not unified.equals(parent_snap.schema):
+                schema = unified
+        if parent_id is None:
+            base, chain = None, ()
+        else:
+            parent = self.read_commit(parent_id)
+            if parent.has_snapshot:
+                base, chain = parent_id, ()
+            else:
+                base, chain = parent.snapshot_base, (*parent.chain, parent_id)
+        has_snapshot = len(chain) >= SNAPSHOT_INTERVAL - 1
+        commit = Commit(
+            id=new_id(self.clock),
+            parent=parent_id,
+            depth=parent_snap.depth + 1,
+            author=author,
+            date=self.clock.now(),
+            message=message,
+            meta=meta,
+            actions=(*(Delete(i) for i in deletes), *(Add(o) for o in adds)),
+            schema=schema,
+            snapshot_base=None if has_snapshot else base,
+            chain=() if has_snapshot else chain,
+            has_snapshot=has_snapshot,
+            retries=attempt,
+        )
+        if has_snapshot:
+            snap = apply(parent_snap, commit)
+            # The snapshot lands before the commit object, so a commit that says it has one
+            # always does.
+            self.store.put_if_missing(snapshot_key(self.id, commit.id), snap.encode())
+            self._snapshots.put(commit.id, snap)
+        self.store.put_if_missing(commit_key(self.id, commit.id), commit.encode())
+        return commit
+
+    def _discard_commit(self, commit: Commit) -> None:
+        """Best-effort removal of a commit object that never became reachable."""
+        for key in (commit_key(self.id, commit.id), snapshot_key(self.id, commit.id)):
+            try:
+                self.store.delete(key)
+            except ObjectStoreError:
+                pass  # an orphan; cleanup will find it
+        self._commits.pop(commit.id, None)
+        self._snapshots.pop(commit.id, None)
+
+    def discard_objects(self, objects: list[ObjectMeta]) -> None:
+        """Best-effort removal of data objects a failed operation wrote."""
+        keys = [data_key(self.id, o.id) for o in objects]
+        try:
+            self.store.delete_many(keys)
+        except ObjectStoreError:
+            pass  # orphans; cleanup will find them

@@ -1,0 +1,109 @@
+"""Reading one data object: open the Parquet file, pick the row groups that can match, read them.
+
+Local objects are memory-mapped; objects on other stores are read through ranged GETs, so a
+key-range query fetches the footer and the chosen row groups, not the whole object.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lake_core.errors import CorruptObjectError, ObjectNotFoundError
+from lake_core.stores.base import ObjectStore
+
+
+class _RangedRawFile(io.RawIOBase):
+    """A seekable read-only file over ``store.get_range`` (one GET per buffered read)."""
+
+    def __init__(self, store: ObjectStore, key: str, size: int) -> None:
+        self.store, self.key, self.size, self.pos = store, key, size, 0
+        self.bytes_fetched = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        data = self.store.get_range(self.key, self.pos, n)
+        b[: len(data)] = data
+        self.pos += len(data)
+        self.bytes_fetched += len(data)
+        return len(data)
+
+
+@dataclass
+class OpenObject:
+    """An open Parquet object and its footer metadata."""
+
+    key: str
+    file: pq.ParquetFile
+
+    @property
+    def metadata(self) -> pq.FileMetaData:
+        return self.file.metadata
+
+
+def open_object(store: ObjectStore, key: str, size: int | None = None) -> OpenObject:
+    """Open data object ``key``. Raises ObjectNotFoundError (e.g. purged or cleaned up) or
+    CorruptObjectError (not a readable Parquet file)."""
+    path = store.local_path(key)
+    try:
+        if path is not None:
+            try:
+                source: Any = pa.memory_map(path, "r")
+            except FileNotFoundError:
+                raise ObjectNotFoundError(key) from None
+        else:
+            if size is None:
+                size = store.head(key).size
+            raw = _RangedRawFile(store, key, size)
+            source = pa.PythonFile(io.BufferedReader(raw, buffer_size=256 * 1024), mode="r")
+        return OpenObject(key, pq.ParquetFile(source))
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, (ObjectNotFoundError,)):
+            raise
+        if isinstance(e, FileNotFoundError):
+            raise ObjectNotFoundError(key) from None
+        raise CorruptObjectError(key, f"unreadable data object ({e})") from None
+
+
+def row_group_stats(meta: pq.FileMetaData, rg: int) -> dict[str, tuple[Any, Any, int | None, int]]:
+    """name → (min, max, null_count, rows) for the top-level columns of row group ``rg``."""
+    group = meta.row_group(rg)
+    out: dict[str, tuple[Any, Any, int | None, int]] = {}
+    for i in range(group.num_columns):
+        col = group.column(i)
+        path = col.path_in_schema
+        if "." in path:
+            continue  # nested leaf: no top-level stats
+        st = col.statistics
+        if st is None:
+            out[path] = (None, None, None, group.num_rows)
+            continue
+        lo = hi = None
+        if st.has_min_max:
+            try:
+                lo, hi = st.min, st.max
+            except (ValueError, pa.ArrowException):
+                lo = hi = None
+        nulls = st.null_count if st.has_null_count else None
+        out[path] = (lo, hi, nulls, group.num_rows)
+    return out

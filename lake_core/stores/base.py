@@ -1,0 +1,100 @@
+"""The object-store contract every backend implements.
+
+Keys are ``/``-separated relative paths (``pools/<id>/commits/<id>.json``); a store is rooted at
+a lake URI and never sees absolute paths. Backends implement a handful of primitives; everything
+else the lake needs is built from them in lake_core, once.
+
+Errors every backend must raise (callers rely on them, never on backend exceptions):
+
+- :class:`~lake_core.errors.ObjectNotFoundError` from ``get``, ``get_range`` and ``head`` when
+  the key does not exist (``delete`` of a missing key is *not* an error: deletes are idempotent);
+- :class:`~lake_core.errors.ObjectExistsError` from ``put_if_missing`` when the key exists;
+- :class:`~lake_core.errors.ObjectStoreError` for any other failure, naming the key.
+
+Invariants every backend keeps:
+
+- ``put`` and ``put_if_missing`` are atomic: a reader sees either no object or the whole object,
+  never a prefix, even if the writer dies mid-write.
+- ``put_if_missing`` is a single atomic conditional create. Of any number of racing callers on
+  one key, exactly one succeeds. Backends never check-then-write.
+- A successful ``put``/``put_if_missing`` is durable (fsync'd on local disk) before it returns.
+- ``list`` is strongly consistent with completed writes (true of local disk and of S3 since 2020).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """What ``head`` and ``list`` report of one object. ``mtime`` is seconds since the epoch."""
+
+    key: str
+    size: int
+    mtime: float
+
+
+class ObjectStore(abc.ABC):
+    """A flat key → bytes store: local directory or S3 bucket prefix. See the module docstring."""
+
+    #: The URI this store was opened from (credentials never appear in it).
+    uri: str
+
+    @abc.abstractmethod
+    def get(self, key: str) -> bytes:
+        """The whole object. Raises ObjectNotFoundError."""
+
+    @abc.abstractmethod
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """``length`` bytes from offset ``start`` (fewer at the end). Raises ObjectNotFoundError."""
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Create or replace the object atomically. Used only for data objects with unique names
+        and for hint files (HEAD), which readers must treat as hints."""
+
+    @abc.abstractmethod
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        """Create the object only if no object exists under ``key``; atomically.
+        Raises ObjectExistsError when it exists, and then nothing was written."""
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo:
+        """Size and modification time. Raises ObjectNotFoundError."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (a plain string prefix, not a
+        directory), in no promised order."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove the object; a missing key is not an error."""
+
+    # -- derived helpers, the same for every backend ------------------------------------------
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` exists now (a hint only: never use it to guard a write)."""
+        from lake_core.errors import ObjectNotFoundError
+
+        try:
+            self.head(key)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete each key; backends may batch."""
+        for key in keys:
+            self.delete(key)
+
+    def local_path(self, key: str) -> str | None:
+        """A filesystem path for ``key`` if the store is a local directory, else None. Lets
+        Parquet readers memory-map local files instead of copying bytes."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
+        """Release clients and sockets."""

@@ -1,0 +1,28 @@
+"""Open an object store from a lake URI: a directory path, ``file://…`` or ``s3://bucket/prefix``.
+
+Backends are imported lazily so that a local-only user never imports boto3.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote, urlparse
+
+from lake_core.errors import UsageError
+from lake_core.stores.base import ObjectStore
+
+
+def open_store(uri: str) -> ObjectStore:
+    """The store for ``uri``. Raises UsageError for an unsupported scheme."""
+    if not uri:
+        raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
+    if uri.startswith("s3://"):
+        from lake_core.stores.s3 import S3ObjectStore
+
+        return S3ObjectStore.from_uri(uri)
+    from lake_core.stores.local import LocalObjectStore
+
+    if uri.startswith("file://"):
+        return LocalObjectStore(unquote(urlparse(uri).path))
+    if "://" in uri:
+        raise UsageError(f"unsupported lake URI scheme in {uri.split('://')[0]}://…: use a path, file:// or s3://")
+    return LocalObjectStore(uri)

@@ -1,0 +1,171 @@
+"""``S3ObjectStore``: the object-store contract on an S3 bucket prefix (AWS, MinIO, R2, moto).
+
+Put-if-missing is S3's conditional write, ``PutObject`` with ``If-None-Match: *``: the server
+creates the key only if it does not exist and answers 412 Precondition Failed otherwise, which
+becomes :class:`ObjectExistsError`. A 409 ConditionalRequestConflict (a concurrent conditional
+write still in flight) is retried: its outcome for *us* is not yet decided. Single-part PUTs are
+atomic, so readers never see partial objects.
+
+Credentials and endpoint come from boto3's standard resolution (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
+``AWS_ENDPOINT_URL``, profiles). They never appear in ``uri``, in errors or in logs: error
+messages carry only the bucket, the key and the service's error code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
+from lake_core.stores.base import ObjectInfo, ObjectStore
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+_CONFLICT_RETRIES = 20
+
+
+def _code(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Code", ""))
+
+
+def _status(err: ClientError) -> int:
+    return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+
+
+class S3ObjectStore(ObjectStore):
+    """Objects under ``s3://bucket/prefix``. One boto3 client per store (thread-safe)."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
+        self._client: S3Client = client or boto3.client(
+            "s3",
+            config=Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=32),
+        )
+
+    @classmethod
+    def from_uri(cls, uri: str) -> S3ObjectStore:
+        rest = uri[len("s3://") :]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ObjectStoreError(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
+        return cls(bucket, prefix)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _error(self, key: str, err: Exception) -> ObjectStoreError:
+        if isinstance(err, ClientError):
+            detail = f"S3 {_code(err) or _status(err)} on s3://{self.bucket}/{self._key(key)}"
+        else:
+            detail = f"S3 request failed: {type(err).__name__}"
+        return ObjectStoreError(key, detail)
+
+    def get(self, key: str) -> bytes:
+        try:
+            resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
+            return resp["Body"].read()
+        except ClientError as e:
+            if _code(e) in _NOT_FOUND:
+                raise ObjectNotFoundError(key) from None
+            raise self._error(key, e) from None
+        except BotoCoreError as e:
+            raise self._error(key, e) from None
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        if length <= 0:
+            return b""
+        try:
+            resp = self._client.get_object(
+                Bucket=self.bucket, Key=self._key(key), Range=f"bytes={start}-{start + length - 1}"
+            )
+            return resp["Body"].read()
+        except ClientError as e:
+            if _code(e) in _NOT_FOUND:
+                raise ObjectNotFoundError(key) from None
+            if _code(e) == "InvalidRange":
+                return b""
+            raise self._error(key, e) from None
+        except BotoCoreError as e:
+            raise self._error(key, e) from None
+
+    def put(self, key: str, data: bytes) -> None:
+        try:
+            self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        except (ClientError, BotoCoreError) as e:
+            raise self._error(key, e) from None
+
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                self._client.put_object(
+                    Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+                )
+                return
+            except ClientError as e:
+                code, status = _code(e), _status(e)
+                if status == 412 or code == "PreconditionFailed":
+                    raise ObjectExistsError(key) from None
+                if status == 409 or code == "ConditionalRequestConflict":
+                    # Another conditional write to this key is in flight; ask again shortly.
+                    time.sleep(min(0.005 * 2**attempt, 0.5))
+                    continue
+                raise self._error(key, e) from None
+            except BotoCoreError as e:
+                raise self._error(key, e) from None
+        raise ObjectStoreError(key, "S3 conditional write kept conflicting")
+
+    def head(self, key: str) -> ObjectInfo:
+        try:
+            resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as e:
+            if _code(e) in _NOT_FOUND or _status(e) == 404:
+                raise ObjectNotFoundError(key) from None
+            raise self._error(key, e) from None
+        except BotoCoreError as e:
+            raise self._error(key, e) from None
+        return ObjectInfo(key, int(resp["ContentLength"]), resp["LastModified"].timestamp())
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        paginator = self._client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self._key(prefix)):
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(
+                        obj["Key"][strip:], int(obj["Size"]), obj["LastModified"].timestamp()
+                    )
+        except (ClientError, BotoCoreError) as e:
+            raise self._error(prefix, e) from None
+
+    def delete(self, key: str) -> None:
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as e:
+            raise self._error(key, e) from None
+
+    def delete_many(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):
+            batch = keys[i : i + 1000]
+            try:
+                resp = self._client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True},
+                )
+            except (ClientError, BotoCoreError) as e:
+                raise self._error(batch[0], e) from None
+            errors = resp.get("Errors", [])
+            if errors:
+                raise ObjectStoreError(batch[0], f"S3 batch delete failed for {len(errors)} keys")
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,41 @@
+"""Parsing sizes (``64MB``) and durations (``15m``) as the CLI contract spells them."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from lake_core.errors import UsageError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?B?|[KMGT]iB)?\s*$", re.IGNORECASE)
+_POW = {"": 0, "B": 0, "K": 1, "KB": 1, "KIB": 1, "M": 2, "MB": 2, "MIB": 2,
+        "G": 3, "GB": 3, "GIB": 3, "T": 4, "TB": 4, "TIB": 4}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_size(text: str) -> int:
+    """``16KB``, ``64MB``, ``1GB`` (powers of 1024) or a byte count → bytes."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"invalid size {text!r}: use e.g. 16KB, 64MB, 1GB or a byte count")
+    n = float(m.group(1)) * 1024 ** _POW[(m.group(2) or "").upper()]
+    if n < 1:
+        raise UsageError(f"invalid size {text!r}: must be at least 1 byte")
+    return int(n)
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``2h``, ``7d`` → timedelta."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UsageError(f"invalid duration {text!r}: use e.g. 90s, 15m, 2h, 7d")
+    return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2).lower()])
+
+
+def format_size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1024 or unit == "TB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n}B"

@@ -1,0 +1,74 @@
+"""Shared fixtures: real object stores (a temp directory, and moto's S3 server over HTTP on a
+free port), and lakes on both."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.stores import LocalObjectStore, ObjectStore
+from lake_core.stores.s3 import S3ObjectStore
+
+# Credentials for the local moto server only; real S3 settings never enter the test suite.
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A real S3 HTTP server (moto) on a free port, for the whole session. Sets the standard
+    AWS_* variables so every process the tests start finds it the way users configure S3."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {k: os.environ.get(k) for k in [*S3_ENV, "AWS_ENDPOINT_URL"]}
+    os.environ.update(S3_ENV)
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    yield endpoint
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    """A fresh bucket per test."""
+    name = f"t-{uuid.uuid4().hex[:20]}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake_uri(request: pytest.FixtureRequest, tmp_path: object) -> str:
+    """A lake URI on local disk and on moto S3 (each test runs against both)."""
+    if request.param == "local":
+        return str(tmp_path) + "/lake"
+    bucket = request.getfixturevalue("s3_bucket")
+    return f"s3://{bucket}/lake"
+
+
+@pytest.fixture
+def store(lake_uri: str) -> ObjectStore:
+    if lake_uri.startswith("s3://"):
+        return S3ObjectStore.from_uri(lake_uri)
+    return LocalObjectStore(lake_uri)
+
+
+@pytest.fixture
+def lake(lake_uri: str) -> Lake:
+    return Lake.init(LakeConfig(uri=lake_uri, user="tester"))
