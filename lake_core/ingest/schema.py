@@ -1,0 +1,143 @@
+"""A pool's accumulated schema: union of columns and the type-conflict rules.
+
+Owns :func:`unify_schema` (pool schema + incoming schema -> new pool schema, or a
+:class:`~lake_core.errors.SchemaConflictError`) and :func:`conform_table` (cast an incoming table
+to the pool's types where the rules widen it).
+
+Rules, applied to normalized types (:mod:`lake_core.ingest.types`):
+- The pool schema is the union of the columns it has seen: existing columns keep their place,
+  new columns are appended in the order the input has them. Struct fields unify the same way,
+  recursively; list elements and map items unify recursively.
+- Equal types unify. A ``null`` column (every value null in a JSON or CSV file) unifies with any
+  type and never conflicts; a ``null`` pool column takes the first real type that arrives.
+- Incoming ``int64`` into a pool ``float64`` column is accepted; :func:`conform_table` casts it
+  (integers beyond 2**53 round to the nearest float). The reverse, incoming ``float64`` into a
+  pool ``int64`` column, is a conflict: widening the pool would mean rewriting every object
+  already written, and objects are never rewritten to change a schema.
+- Anything else is a conflict. The error names the column (a dotted path such as ``a.b`` for a
+  struct field) and both types as Arrow type strings. A conflict between list element types is
+  reported on the list column with the two list types.
+
+Invariants: :func:`unify_schema` never changes a type the pool already has except a ``null``
+one (nor a column's position), is idempotent, and ignores the order in which compatible columns
+arrive; it returns schemas without metadata.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core.errors import SchemaConflictError
+from lake_core.ingest.types import normalize_type
+
+
+def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa.Schema:
+    """The pool's schema after accepting ``incoming``; ``source`` names the input in errors."""
+    fields = [] if pool is None else [pa.field(f.name, f.type) for f in pool]
+    position = {field.name: i for i, field in enumerate(fields)}
+    for field in incoming:
+        dtype = normalize_type(field.type)
+        if field.name in position:
+            i = position[field.name]
+            fields[i] = pa.field(field.name, _unify_type(fields[i].type, dtype, field.name, source))
+        else:
+            position[field.name] = len(fields)
+            fields.append(pa.field(field.name, dtype))
+    return pa.schema(fields)
+
+
+def conform_table(table: pa.Table, pool: pa.Schema) -> pa.Table:
+    """``table`` with each column the pool knows cast to the pool's type where the rules allow.
+
+    The table keeps its column order and its columns; pool columns it lacks are not added (and
+    struct fields it lacks are not added either). Raises SchemaConflictError for a column the
+    pool cannot accept; call :func:`unify_schema` first to get the source named in the error.
+    """
+    fields: list[pa.Field[Any]] = []
+    columns: list[pa.ChunkedArray[Any]] = []
+    pool_names = set(pool.names)
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if field.name in pool_names:
+            target = _conform_type(field.type, pool.field(field.name).type, field.name)
+            if target != field.type:
+                # Unsafe only to let int64 -> float64 round large integers; the other casts
+                # (from null, into equal types) cannot lose anything.
+                column = column.cast(target, safe=False)
+                field = pa.field(field.name, target)
+        fields.append(field)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+
+
+def _unify_type(pool: pa.DataType, new: pa.DataType, path: str, source: str) -> pa.DataType:
+    if pool == new or pa.types.is_null(new):
+        return pool
+    if pa.types.is_null(pool):
+        return new
+    if pa.types.is_float64(pool) and pa.types.is_int64(new):
+        return pool
+    if pa.types.is_struct(pool) and pa.types.is_struct(new):
+        fields = [pa.field(f.name, f.type) for f in pool]
+        position = {f.name: i for i, f in enumerate(fields)}
+        for field in new:
+            if field.name in position:
+                i = position[field.name]
+                dtype = _unify_type(fields[i].type, field.type, f"{path}.{field.name}", source)
+                fields[i] = pa.field(field.name, dtype)
+            else:
+                position[field.name] = len(fields)
+                fields.append(pa.field(field.name, field.type))
+        return pa.struct(fields)
+    if pa.types.is_list(pool) and pa.types.is_list(new):
+        return pa.list_(_unify_element(pool, new, pool.value_type, new.value_type, path, source))
+    if pa.types.is_map(pool) and pa.types.is_map(new):
+        key = _unify_element(pool, new, pool.key_type, new.key_type, path, source)
+        item = _unify_element(pool, new, pool.item_type, new.item_type, path, source)
+        return pa.map_(key, item)
+    raise SchemaConflictError(path, str(pool), str(new), source)
+
+
+def _unify_element(
+    pool: pa.DataType,
+    new: pa.DataType,
+    pool_element: pa.DataType,
+    new_element: pa.DataType,
+    path: str,
+    source: str,
+) -> pa.DataType:
+    """Unify the element types of two containers; a conflict of the elements themselves is
+    reported with the containers' types, one inside a struct element with its dotted path."""
+    try:
+        return _unify_type(pool_element, new_element, path, source)
+    except SchemaConflictError as err:
+        if err.column != path:
+            raise
+        raise SchemaConflictError(path, str(pool), str(new), source) from None
+
+
+def _conform_type(dtype: pa.DataType, pool: pa.DataType, path: str) -> pa.DataType:
+    """The type a column of ``dtype`` takes in a pool column of type ``pool``."""
+    if dtype == pool:
+        return dtype
+    if pa.types.is_null(dtype):
+        return pool
+    if pa.types.is_int64(dtype) and pa.types.is_float64(pool):
+        return pool
+    if pa.types.is_struct(dtype) and pa.types.is_struct(pool):
+        pool_fields = {f.name: f.type for f in pool}
+        return pa.struct(
+            [
+                pa.field(f.name, _conform_type(f.type, pool_fields[f.name], f"{path}.{f.name}"))
+                if f.name in pool_fields
+                else pa.field(f.name, f.type)
+                for f in dtype
+            ]
+        )
+    if pa.types.is_list(dtype) and pa.types.is_list(pool):
+        return pa.list_(_conform_type(dtype.value_type, pool.value_type, path))
+    if pa.types.is_map(dtype) and pa.types.is_map(pool):
+        key = _conform_type(dtype.key_type, pool.key_type, path)
+        return pa.map_(key, _conform_type(dtype.item_type, pool.item_type, path))
+    raise SchemaConflictError(path, str(pool), str(dtype))
