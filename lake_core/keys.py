@@ -50,17 +50,18 @@ class PoolKey:
     def descending(self) -> bool:
         return self.order == "desc"
 
-    def sort_keys(self, schema: pa.Schema) -> list[tuple[str, str]]:
-        """pyarrow sort keys for the key fields present in ``schema``."""
-        direction = "descending" if self.descending else "ascending"
-        return [(f, direction) for f in self.fields if f in schema.names]
+    def sort_keys(self, schema: pa.Schema, descending: bool | None = None) -> list[Any]:
+        """pyarrow sort keys (nulls last) for the key fields present in ``schema``."""
+        desc = self.descending if descending is None else descending
+        direction = "descending" if desc else "ascending"
+        return [(f, direction, "at_end") for f in self.fields if f in schema.names]
 
     def sort_indices(self, table: pa.Table) -> pa.Array:
         """Stable sort order of ``table`` by the key, nulls last."""
         keys = self.sort_keys(table.schema)
         if not keys or table.num_rows == 0:
             return pa.array(range(table.num_rows), pa.int64())
-        return pc.sort_indices(table, sort_keys=keys, null_placement="at_end")
+        return pc.sort_indices(table, sort_keys=keys)
 
     def key_columns(self, table: pa.Table) -> list[pa.ChunkedArray]:
         """The key columns of ``table``; a field the table lacks is all null."""

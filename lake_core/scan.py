@@ -177,11 +177,10 @@ class Scan:
         return full
 
     def _sort(self, table: pa.Table) -> pa.Table:
-        keys = [(f, "descending" if self.descending else "ascending")
-                for f in self.key.fields if f in table.schema.names]
+        keys = self.key.sort_keys(table.schema, self.descending)
         if not keys or table.num_rows <= 1:
             return table
-        return table.take(pc.sort_indices(table, sort_keys=keys, null_placement="at_end"))
+        return table.take(pc.sort_indices(table, sort_keys=keys))
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""

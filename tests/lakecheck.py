@@ -1,0 +1,43 @@
+"""Assertions about a lake's integrity that several tests share."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lake_core.pool import Pool
+from lake_core.scan import Scan
+
+
+def journal_numbers(pool: Pool) -> list[int]:
+    prefix = f"pools/{pool.id}/branches/"
+    nums = []
+    for info in pool.store.list(prefix):
+        name = info.key[len(prefix):]
+        if name.endswith(".json"):
+            nums.append(int(name[: -len(".json")]))
+    return sorted(nums)
+
+
+def assert_journal_dense(pool: Pool) -> int:
+    """Entries are exactly 1..HEAD, and HEAD (probed) is the last. Returns HEAD."""
+    nums = journal_numbers(pool)
+    head = pool.journal.read_head().n
+    assert nums == list(range(1, head + 1)), f"journal not dense: {nums[:5]}…{nums[-5:]} head={head}"
+    return head
+
+
+def read_all(pool: Pool, ref: str | None = None) -> pa.Table:
+    snap = pool.snapshot(pool.resolve(ref))
+    return Scan(pool.store, pool.id, pool.config.key, snap).to_table()
+
+
+def assert_objects_intact(pool: Pool, ref: str | None = None) -> None:
+    """Every live object is readable and holds exactly the rows its metadata says."""
+    from lake_core.objects import data_key
+    from lake_core.reader import open_object
+
+    snap = pool.snapshot(pool.resolve(ref))
+    for obj in snap.objects.values():
+        opened = open_object(pool.store, data_key(pool.id, obj.id), obj.size)
+        assert opened.metadata.num_rows == obj.count, obj.id
+        assert pool.store.head(data_key(pool.id, obj.id)).size == obj.size, obj.id

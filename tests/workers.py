@@ -1,0 +1,57 @@
+"""Code that test subprocesses run (importable under the ``spawn`` start method).
+
+Each worker opens the lake itself, as a separate user process would, and reports what it
+committed on a queue or on stdout.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core import Lake, LakeConfig
+from lake_core.loading import load
+
+
+def rows_for(worker: int, i: int, n: int = 3) -> pa.Table:
+    """Rows unique to (worker, i): ``ts`` orders them, ``w``/``i``/``j`` identify them."""
+    base = worker * 100_000 + i * 100
+    return pa.table(
+        {
+            "ts": pa.array([base + j for j in range(n)], pa.int64()),
+            "w": pa.array([worker] * n, pa.int64()),
+            "i": pa.array([i] * n, pa.int64()),
+            "j": pa.array(list(range(n)), pa.int64()),
+        }
+    )
+
+
+def commit_loads(uri: str, pool: str, worker: int, loads: int, start: Any, out: Any) -> None:
+    """Commit ``loads`` small loads; put (worker, [commit ids]) on ``out``."""
+    lake = Lake.open(LakeConfig(uri=uri, user=f"worker-{worker}"))
+    p = lake.pool(pool)
+    start.wait()
+    ids = []
+    for i in range(loads):
+        ids.append(load(p, [rows_for(worker, i)], message=f"w{worker} load {i}").id)
+    out.put((worker, ids))
+
+
+def crash_writer(uri: str, pool: str, worker: int) -> None:
+    """Load forever, printing ``committed <id> <i>`` after each acknowledged commit; the test
+    kills this process with SIGKILL at a random moment."""
+    lake = Lake.open(LakeConfig(uri=uri, user="crasher"))
+    p = lake.pool(pool)
+    print("ready", flush=True)
+    i = 0
+    while True:
+        c = load(p, [rows_for(worker, i, n=50)], message=f"crash {worker} {i}")
+        sys.stdout.write(f"committed {c.id} {i}\n")
+        sys.stdout.flush()
+        i += 1
+
+
+if __name__ == "__main__":
+    crash_writer(sys.argv[1], sys.argv[2], int(sys.argv[3]))
