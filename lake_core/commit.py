@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from lake_core.clock import parse_iso, to_iso
-from lake_core.codec import decode_doc, encode_doc, field as doc_field
+from lake_core.codec import decode_doc, encode_doc
+from lake_core.codec import field as doc_field
 from lake_core.errors import CorruptObjectError
 from lake_core.objects import ObjectMeta
 

@@ -56,14 +56,14 @@ class PoolKey:
         direction = "descending" if desc else "ascending"
         return [(f, direction, "at_end") for f in self.fields if f in schema.names]
 
-    def sort_indices(self, table: pa.Table) -> pa.Array:
+    def sort_indices(self, table: pa.Table) -> pa.Array[Any]:
         """Stable sort order of ``table`` by the key, nulls last."""
         keys = self.sort_keys(table.schema)
         if not keys or table.num_rows == 0:
             return pa.array(range(table.num_rows), pa.int64())
         return pc.sort_indices(table, sort_keys=keys)
 
-    def key_columns(self, table: pa.Table) -> list[pa.ChunkedArray]:
+    def key_columns(self, table: pa.Table) -> list[pa.ChunkedArray[Any]]:
         """The key columns of ``table``; a field the table lacks is all null."""
         out = []
         for f in self.fields:
@@ -73,5 +73,5 @@ class PoolKey:
                 out.append(pa.chunked_array([pa.nulls(table.num_rows)]))
         return out
 
-    def key_at(self, columns: list[pa.ChunkedArray], row: int) -> tuple[Any, ...]:
+    def key_at(self, columns: list[pa.ChunkedArray[Any]], row: int) -> tuple[Any, ...]:
         return tuple(c[row].as_py() for c in columns)

@@ -73,7 +73,9 @@ def read_sources(
     if not tables or schema is None:
         return pa.table({}), schema
     tables = [conform_table(t, schema) for t in tables]
-    combined = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+    combined = (
+        tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+    )
     return combined, schema
 
 
@@ -133,7 +135,10 @@ def stage(
     """Write objects and record them as staged work (``lake add``)."""
     objects, schema = write_sources(pool, sources, branch, fmt)
     staged = Staged(
-        new_id(pool.clock), objects, schema, pool.clock.now(),
+        new_id(pool.clock),
+        objects,
+        schema,
+        pool.clock.now(),
         [_source_name(s, i) for i, s in enumerate(sources)],
     )
     body = {
@@ -166,8 +171,11 @@ def read_staged(pool: Pool, staged_id: str) -> Staged:
 
 def list_staged(pool: Pool) -> list[Staged]:
     prefix = f"pools/{pool.id}/staging/"
-    ids = sorted(i.key[len(prefix) : -len(".json")] for i in pool.store.list(prefix)
-                 if i.key.endswith(".json"))
+    ids = sorted(
+        i.key[len(prefix) : -len(".json")]
+        for i in pool.store.list(prefix)
+        if i.key.endswith(".json")
+    )
     out = []
     for staged_id in ids:
         try:
@@ -194,9 +202,14 @@ def commit_staged(
         if s.schema is not None:
             schema = unify_schema(schema, s.schema, f"staged {s.id}")
     commit = pool.commit(
-        branch, objects, [], author=author,
+        branch,
+        objects,
+        [],
+        author=author,
         message=message or f"committed {len(staged)} staged loads ({len(objects)} data objects)",
-        meta=meta, incoming_schema=schema, source=", ".join(f"staged {s}" for s in staged_ids),
+        meta=meta,
+        incoming_schema=schema,
+        source=", ".join(f"staged {s}" for s in staged_ids),
     )
     pool.store.delete_many([staged_key(pool.id, s.id) for s in staged])
     return commit

@@ -69,8 +69,11 @@ def write_records(
         if not path:
             raise UsageError("-f parquet needs -o FILE")
         table = (
-            pa.Table.from_pylist(data) if isinstance(data, list)
-            else data if isinstance(data, pa.Table) else data.read_all()
+            pa.Table.from_pylist(data)
+            if isinstance(data, list)
+            else data
+            if isinstance(data, pa.Table)
+            else data.read_all()
         )
         pq.write_table(table, path)
         return
@@ -95,4 +98,6 @@ def write_records(
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
         out.write("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip() + "\n")
         for row in materialized:
-            out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
+            out.write(
+                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
+            )

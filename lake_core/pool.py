@@ -296,7 +296,14 @@ class Pool:
                         self._discard_commit(pending)
                         pending = None
                     pending = self._write_commit(
-                        parent_id, adds, deletes, author, message, meta, incoming_schema, source,
+                        parent_id,
+                        adds,
+                        deletes,
+                        author,
+                        message,
+                        meta,
+                        incoming_schema,
+                        source,
                         attempt,
                     )
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
@@ -357,6 +364,7 @@ class Pool:
             unified = unify_schema(parent_snap.schema, incoming_schema, source)
             if parent_snap.schema is None or not unified.equals(parent_snap.schema):
                 schema = unified
+        chain: tuple[str, ...]
         if parent_id is None:
             base, chain = None, ()
         else:

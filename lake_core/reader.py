@@ -104,6 +104,6 @@ def row_group_stats(meta: pq.FileMetaData, rg: int) -> dict[str, tuple[Any, Any,
                 lo, hi = st.min, st.max
             except (ValueError, pa.ArrowException):
                 lo = hi = None
-        nulls = st.null_count if st.has_null_count else None
+        nulls = st.null_count if getattr(st, "has_null_count", True) else None
         out[path] = (lo, hi, nulls, group.num_rows)
     return out

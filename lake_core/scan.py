@@ -92,6 +92,7 @@ class Scan:
             raise UsageError(f"--order must be asc or desc, not {order!r}")
         self.descending = key.descending if order is None else order == "desc"
         self.expr = parse_predicate(where) if where else None
+        self.filter: Any
         names = set(self.pool_schema.names)
         if self.expr is not None:
             unknown = sorted(columns_of(self.expr) - names)
@@ -170,8 +171,10 @@ class Scan:
             for i in range(meta.num_columns)
             if meta.row_group(rg).column(i).path_in_schema.split(".")[0] in read_cols
         )
-        full = _conform(table, pa.schema([self.pool_schema.field(n) for n in self.pool_schema.names
-                                          if n in wanted]))
+        full = _conform(
+            table,
+            pa.schema([self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]),
+        )
         if self.filter is not None:
             full = full.filter(self.filter)
         return full

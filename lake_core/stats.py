@@ -85,7 +85,7 @@ def decode_value(type_str: str, value: Any) -> Any:
     return value
 
 
-def column_meta(column: pa.ChunkedArray | pa.Array) -> ColumnMeta:
+def column_meta(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> ColumnMeta:
     """Stats of one column."""
     t = column.type
     nulls = column.null_count

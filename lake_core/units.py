@@ -8,8 +8,22 @@ from datetime import timedelta
 from lake_core.errors import UsageError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?B?|[KMGT]iB)?\s*$", re.IGNORECASE)
-_POW = {"": 0, "B": 0, "K": 1, "KB": 1, "KIB": 1, "M": 2, "MB": 2, "MIB": 2,
-        "G": 3, "GB": 3, "GIB": 3, "T": 4, "TB": 4, "TIB": 4}
+_POW = {
+    "": 0,
+    "B": 0,
+    "K": 1,
+    "KB": 1,
+    "KIB": 1,
+    "M": 2,
+    "MB": 2,
+    "MIB": 2,
+    "G": 3,
+    "GB": 3,
+    "GIB": 3,
+    "T": 4,
+    "TB": 4,
+    "TIB": 4,
+}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,7 +48,7 @@ def sort_table(table: pa.Table, key: PoolKey) -> pa.Table:
     return table.take(key.sort_indices(table))
 
 
-def _run_end(key_cols: list[pa.ChunkedArray], start: int, n: int) -> int:
+def _run_end(key_cols: list[pa.ChunkedArray[Any]], start: int, n: int) -> int:
     """First row index >= ``start`` whose key differs from row ``start - 1`` (or ``n``)."""
     if start <= 0 or start >= n:
         return start
@@ -55,13 +56,14 @@ def _run_end(key_cols: list[pa.ChunkedArray], start: int, n: int) -> int:
     step = 4096
     while probe < n:
         stop = min(n, probe + step)
-        same = None
+        same: Any = None
         for col in key_cols:
             prev = col[start - 1]
-            part = col.slice(probe, stop - probe)
-            eq = pc.is_null(part) if not prev.is_valid else pc.fill_null(pc.equal(part, prev), False)
+            part: Any = col.slice(probe, stop - probe)
+            eq: Any = (
+                pc.is_null(part) if not prev.is_valid else pc.fill_null(pc.equal(part, prev), False)
+            )
             same = eq if same is None else pc.and_(same, eq)
-        assert same is not None
         idx = pc.index(same, False).as_py()
         if idx != -1:
             return probe + idx
@@ -70,9 +72,7 @@ def _run_end(key_cols: list[pa.ChunkedArray], start: int, n: int) -> int:
     return n
 
 
-def _key_bounds(
-    table: pa.Table, key: PoolKey
-) -> tuple[list[object] | None, list[object] | None]:
+def _key_bounds(table: pa.Table, key: PoolKey) -> tuple[list[object] | None, list[object] | None]:
     """(min, max) of a sorted table's key, ascending terms, nulls ignored."""
     present = [f for f in key.fields if f in table.schema.names]
     if not present or table.num_rows == 0:
@@ -117,7 +117,8 @@ def write_objects(
     while start < n:
         sink = pa.BufferOutputStream()
         pos = start
-        with pq.ParquetWriter(sink, table.schema, compression=options.compression) as w:
+        compression: Any = options.compression
+        with pq.ParquetWriter(sink, table.schema, compression=compression) as w:
             while pos < n:
                 stop = min(n, pos + rows_per_group)
                 w.write_table(table.slice(pos, stop - pos), row_group_size=stop - pos)
@@ -134,7 +135,11 @@ def write_objects(
         store.put(data_key(pool_id, object_id), data.to_pybytes())
         lo, hi = _key_bounds(part, key)
         meta = ObjectMeta(
-            id=object_id, min=lo, max=hi, count=part.num_rows, size=data.size,
+            id=object_id,
+            min=lo,
+            max=hi,
+            count=part.num_rows,
+            size=data.size,
             columns=table_meta(part),
         )
         metas.append(meta)

@@ -41,24 +41,41 @@ def build_parser() -> argparse.ArgumentParser:
             "  lake log -p logs\n"
         ),
     )
-    p.add_argument("--lake", metavar="URI", help="lake location: path, file://… or s3://bucket/prefix (else $LAKE_ROOT)")
-    p.add_argument("--zk", metavar="HOST:PORT[,…]", help="ZooKeeper for locks (else $LAKE_ZOOKEEPER)")
+    p.add_argument(
+        "--lake",
+        metavar="URI",
+        help="lake location: path, file://… or s3://bucket/prefix (else $LAKE_ROOT)",
+    )
+    p.add_argument(
+        "--zk", metavar="HOST:PORT[,…]", help="ZooKeeper for locks (else $LAKE_ZOOKEEPER)"
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     def cmd(name: str, func: object, help_: str, examples: str = "") -> argparse.ArgumentParser:
         sp = sub.add_parser(
-            name, help=help_, description=help_, formatter_class=_formatter,
+            name,
+            help=help_,
+            description=help_,
+            formatter_class=_formatter,
             epilog=f"examples:\n{examples}" if examples else None,
         )
         sp.set_defaults(func=func)
         return sp
 
-    cmd("init", c.cmd_init, "create a lake at the URI (fails if one exists)",
-        "  lake --lake /tmp/lake init\n  lake --lake s3://bucket/lake init\n")
+    cmd(
+        "init",
+        c.cmd_init,
+        "create a lake at the URI (fails if one exists)",
+        "  lake --lake /tmp/lake init\n  lake --lake s3://bucket/lake init\n",
+    )
 
-    sp = cmd("create", c.cmd_create, "create a pool with branch main",
-             "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n")
+    sp = cmd(
+        "create",
+        c.cmd_create,
+        "create a pool with branch main",
+        "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n",
+    )
     sp.add_argument("pool", metavar="POOL")
     sp.add_argument("--orderby", default="ts:desc", metavar="KEY[,KEY…][:asc|:desc]")
     sp.add_argument("--partition-by", metavar="EXPR")
@@ -68,32 +85,54 @@ def build_parser() -> argparse.ArgumentParser:
     sp = cmd("ls", c.cmd_ls, "list pools", "  lake ls\n  lake ls -f json\n")
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
 
-    sp = cmd("drop", c.cmd_drop, "remove a pool from the registry (data stays until cleanup)",
-             "  lake drop logs --force\n")
+    sp = cmd(
+        "drop",
+        c.cmd_drop,
+        "remove a pool from the registry (data stays until cleanup)",
+        "  lake drop logs --force\n",
+    )
     sp.add_argument("pool", metavar="POOL")
     sp.add_argument("--force", action="store_true")
 
     def commit_flags(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("-m", dest="message", default="", metavar="MSG", help="commit message")
-        sp.add_argument("--user", metavar="NAME", help="commit author (else $LAKE_USER or the OS user)")
+        sp.add_argument(
+            "--user", metavar="NAME", help="commit author (else $LAKE_USER or the OS user)"
+        )
         sp.add_argument("--meta", metavar="JSON", help="arbitrary JSON stored in the commit")
 
-    sp = cmd("load", c.cmd_load, "add files and commit them in one commit",
-             "  lake load -p logs a.ndjson b.csv -m 'nightly'\n"
-             "  cat x.ndjson | lake load -p logs@dev -\n"
-             "  lake load -p logs data.parquet --meta '{\"source\": \"s3\"}'\n")
+    sp = cmd(
+        "load",
+        c.cmd_load,
+        "add files and commit them in one commit",
+        "  lake load -p logs a.ndjson b.csv -m 'nightly'\n"
+        "  cat x.ndjson | lake load -p logs@dev -\n"
+        '  lake load -p logs data.parquet --meta \'{"source": "s3"}\'\n',
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
-    sp.add_argument("-i", dest="input_format", default="auto",
-                    choices=["auto", "ndjson", "json", "csv", "parquet", "arrow"])
+    sp.add_argument(
+        "-i",
+        dest="input_format",
+        default="auto",
+        choices=["auto", "ndjson", "json", "csv", "parquet", "arrow"],
+    )
     commit_flags(sp)
     sp.add_argument("-q", dest="quiet", action="store_true", help="no progress on stderr")
     sp.add_argument("files", nargs="+", metavar="FILE")
 
-    sp = cmd("add", c.cmd_add, "stage files as objects without committing",
-             "  lake add -p logs a.ndjson\n  lake status -p logs\n  lake commit -p logs ID1 ID2\n")
+    sp = cmd(
+        "add",
+        c.cmd_add,
+        "stage files as objects without committing",
+        "  lake add -p logs a.ndjson\n  lake status -p logs\n  lake commit -p logs ID1 ID2\n",
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
-    sp.add_argument("-i", dest="input_format", default="auto",
-                    choices=["auto", "ndjson", "json", "csv", "parquet", "arrow"])
+    sp.add_argument(
+        "-i",
+        dest="input_format",
+        default="auto",
+        choices=["auto", "ndjson", "json", "csv", "parquet", "arrow"],
+    )
     sp.add_argument("files", nargs="+", metavar="FILE")
 
     sp = cmd("status", c.cmd_status, "list staged, uncommitted work")
@@ -105,32 +144,51 @@ def build_parser() -> argparse.ArgumentParser:
     commit_flags(sp)
     sp.add_argument("staged", nargs="+", metavar="STAGED-ID")
 
-    sp = cmd("query", c.cmd_query, "print the records of a snapshot in pool-key order",
-             "  lake query -p logs\n"
-             "  lake query -p logs --where \"ts > 400 AND ts <= 500\" --stats\n"
-             "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
-             "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n")
+    sp = cmd(
+        "query",
+        c.cmd_query,
+        "print the records of a snapshot in pool-key order",
+        "  lake query -p logs\n"
+        '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
+        "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
+        "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n",
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@REF]")
     sp.add_argument("--as-of", metavar="TIME")
     sp.add_argument("--where", metavar="SQL-EXPR")
     sp.add_argument("--columns", metavar="A,B")
     sp.add_argument("--order", choices=["asc", "desc"])
     sp.add_argument("--stats", action="store_true", help="print what was read, as JSON on stderr")
-    sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv", "parquet"])
+    sp.add_argument(
+        "-f", dest="format", default="table", choices=["table", "json", "csv", "parquet"]
+    )
     sp.add_argument("-o", dest="output", metavar="FILE")
 
-    sp = cmd("objects", c.cmd_objects, "list the live data objects",
-             "  lake objects -p logs\n  lake objects -p logs@dev -f json\n")
+    sp = cmd(
+        "objects",
+        c.cmd_objects,
+        "list the live data objects",
+        "  lake objects -p logs\n  lake objects -p logs@dev -f json\n",
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@REF]")
     sp.add_argument("--as-of", metavar="TIME")
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
 
-    sp = cmd("log", c.cmd_log, "list commits, newest first", "  lake log -p logs\n  lake log -p logs@dev -f json\n")
+    sp = cmd(
+        "log",
+        c.cmd_log,
+        "list commits, newest first",
+        "  lake log -p logs\n  lake log -p logs@dev -f json\n",
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
 
-    sp = cmd("branch", c.cmd_branch, "list, create or delete branches",
-             "  lake branch -p logs\n  lake branch -p logs dev --from main\n  lake branch -p logs -d dev\n")
+    sp = cmd(
+        "branch",
+        c.cmd_branch,
+        "list, create or delete branches",
+        "  lake branch -p logs\n  lake branch -p logs dev --from main\n  lake branch -p logs -d dev\n",
+    )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
     sp.add_argument("name", nargs="?", metavar="NAME")
     sp.add_argument("--from", dest="from_ref", metavar="REF")

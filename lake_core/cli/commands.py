@@ -38,7 +38,9 @@ def _time(text: str | None) -> datetime | None:
     try:
         return parse_iso(text)
     except ValueError:
-        raise UsageError(f"invalid time {text!r}: use ISO 8601, e.g. 2026-01-05T10:00:00Z") from None
+        raise UsageError(
+            f"invalid time {text!r}: use ISO 8601, e.g. 2026-01-05T10:00:00Z"
+        ) from None
 
 
 def _meta(text: str | None) -> Any:
@@ -66,7 +68,9 @@ def cmd_create(args: argparse.Namespace) -> None:
     if args.partition_by:
         raise UsageError("--partition-by is not supported yet (the maintenance issue adds it)")
     pool = lake.create_pool(
-        args.pool, args.orderby, target_size=parse_size(args.target_size),
+        args.pool,
+        args.orderby,
+        target_size=parse_size(args.target_size),
         seek_stride=parse_size(args.seek_stride),
     )
     _say(f"pool {pool.name} created")
@@ -84,7 +88,9 @@ def cmd_ls(args: argparse.Namespace) -> None:
         }
         for p in _lake(args).pools()
     ]
-    write_records(rows, args.format, columns=["name", "id", "key", "order", "target_size", "created"])
+    write_records(
+        rows, args.format, columns=["name", "id", "key", "order", "target_size", "created"]
+    )
 
 
 def cmd_drop(args: argparse.Namespace) -> None:
@@ -118,8 +124,13 @@ def cmd_load(args: argparse.Namespace) -> None:
     pool, branch = _pool_ref(args, args.user)
     on_object = _progress(args.quiet)
     commit = load(
-        pool, args.files, branch or MAIN, fmt=args.input_format, message=args.message,
-        meta=_meta(args.meta), on_object=on_object,
+        pool,
+        args.files,
+        branch or MAIN,
+        fmt=args.input_format,
+        message=args.message,
+        meta=_meta(args.meta),
+        on_object=on_object,
     )
     if on_object is not None:
         sys.stderr.write("\n")
@@ -141,8 +152,13 @@ def cmd_status(args: argparse.Namespace) -> None:
 
     pool, _ = _pool_ref(args)
     rows = [
-        {"id": s.id, "created": s.created, "objects": len(s.objects),
-         "records": sum(o.count for o in s.objects), "sources": ", ".join(s.sources)}
+        {
+            "id": s.id,
+            "created": s.created,
+            "objects": len(s.objects),
+            "records": sum(o.count for o in s.objects),
+            "sources": ", ".join(s.sources),
+        }
         for s in list_staged(pool)
     ]
     if not rows and args.format == "table":
@@ -155,8 +171,9 @@ def cmd_commit(args: argparse.Namespace) -> None:
     from lake_core.loading import commit_staged
 
     pool, branch = _pool_ref(args, args.user)
-    commit = commit_staged(pool, args.staged, branch or MAIN, message=args.message,
-                           meta=_meta(args.meta))
+    commit = commit_staged(
+        pool, args.staged, branch or MAIN, message=args.message, meta=_meta(args.meta)
+    )
     _say(f"{commit.id} committed")
 
 
@@ -187,8 +204,13 @@ def _bound(obj: Any, pool: Pool, which: str) -> Any:
 def cmd_objects(args: argparse.Namespace) -> None:
     pool, snap = _snapshot_at(args)
     rows = [
-        {"id": o.id, "min": _bound(o, pool, "min"), "max": _bound(o, pool, "max"),
-         "count": o.count, "size": o.size}
+        {
+            "id": o.id,
+            "min": _bound(o, pool, "min"),
+            "max": _bound(o, pool, "max"),
+            "count": o.count,
+            "size": o.size,
+        }
         for o in sorted(snap.objects.values(), key=lambda o: o.id)
     ]
     write_records(rows, args.format, columns=["id", "min", "max", "count", "size"])
@@ -199,12 +221,22 @@ def cmd_log(args: argparse.Namespace) -> None:
     commits = list(pool.log(ref))
     if args.format in ("json", "csv"):
         rows = [
-            {"id": c.id, "parent": c.parent, "author": c.author, "date": c.date,
-             "message": c.message, "meta": c.meta, "actions": c.actions_json()}
+            {
+                "id": c.id,
+                "parent": c.parent,
+                "author": c.author,
+                "date": c.date,
+                "message": c.message,
+                "meta": c.meta,
+                "actions": c.actions_json(),
+            }
             for c in commits
         ]
-        write_records(rows, args.format,
-                      columns=["id", "parent", "author", "date", "message", "meta", "actions"])
+        write_records(
+            rows,
+            args.format,
+            columns=["id", "parent", "author", "date", "message", "meta", "actions"],
+        )
         return
     for c in commits:
         adds, deletes = len(c.adds()), len(c.deletes())

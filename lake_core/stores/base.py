@@ -24,6 +24,7 @@ Invariants every backend keeps:
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -86,7 +87,7 @@ class ObjectStore(abc.ABC):
             return False
         return True
 
-    def delete_many(self, keys: list[str]) -> None:
+    def delete_many(self, keys: builtins.list[str]) -> None:
         """Delete each key; backends may batch."""
         for key in keys:
             self.delete(key)

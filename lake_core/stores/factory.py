@@ -24,5 +24,7 @@ def open_store(uri: str) -> ObjectStore:
     if uri.startswith("file://"):
         return LocalObjectStore(unquote(urlparse(uri).path))
     if "://" in uri:
-        raise UsageError(f"unsupported lake URI scheme in {uri.split('://')[0]}://…: use a path, file:// or s3://")
+        raise UsageError(
+            f"unsupported lake URI scheme in {uri.split('://')[0]}://…: use a path, file:// or s3://"
+        )
     return LocalObjectStore(uri)

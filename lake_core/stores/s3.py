@@ -14,6 +14,7 @@ messages carry only the bucket, the key and the service's error code.
 
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -153,7 +154,7 @@ class S3ObjectStore(ObjectStore):
         except (ClientError, BotoCoreError) as e:
             raise self._error(key, e) from None
 
-    def delete_many(self, keys: list[str]) -> None:
+    def delete_many(self, keys: builtins.list[str]) -> None:
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             try:
