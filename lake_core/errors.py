@@ -46,8 +46,9 @@ class NotFoundError(LakeError, LookupError):
         self.detail = detail
 
     def __str__(self) -> str:
-        msg = f"{self.kind} {self.name!r} not found" if self.kind else f"{self.name!r} not found"
-        return f"{msg}: {self.detail}" if self.detail else msg
+        # "<name>: pool not found" — the contract's wording, with the name first.
+        msg = f"{self.name}: {self.kind} not found" if self.kind else f"{self.name}: not found"
+        return f"{msg} ({self.detail})" if self.detail else msg
 
 
 class PoolNotFoundError(NotFoundError):

@@ -12,7 +12,7 @@ def journal_numbers(pool: Pool) -> list[int]:
     prefix = f"pools/{pool.id}/branches/"
     nums = []
     for info in pool.store.list(prefix):
-        name = info.key[len(prefix):]
+        name = info.key[len(prefix) :]
         if name.endswith(".json"):
             nums.append(int(name[: -len(".json")]))
     return sorted(nums)
@@ -22,7 +22,9 @@ def assert_journal_dense(pool: Pool) -> int:
     """Entries are exactly 1..HEAD, and HEAD (probed) is the last. Returns HEAD."""
     nums = journal_numbers(pool)
     head = pool.journal.read_head().n
-    assert nums == list(range(1, head + 1)), f"journal not dense: {nums[:5]}…{nums[-5:]} head={head}"
+    assert nums == list(range(1, head + 1)), (
+        f"journal not dense: {nums[:5]}…{nums[-5:]} head={head}"
+    )
     return head
 
 

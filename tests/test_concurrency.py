@@ -42,7 +42,9 @@ def test_eight_processes_commit_twenty_five_loads_each(lake: Lake, lake_uri: str
     assert [c.depth for c in log] == list(range(WORKERS * LOADS, 0, -1))
 
     table = read_all(pool)
-    got = sorted(zip(table["w"].to_pylist(), table["i"].to_pylist(), table["j"].to_pylist(), strict=True))
+    got = sorted(
+        zip(table["w"].to_pylist(), table["i"].to_pylist(), table["j"].to_pylist(), strict=True)
+    )
     want = sorted((w, i, j) for w in range(WORKERS) for i in range(LOADS) for j in range(3))
     assert got == want  # every record exactly once
     assert table["ts"].to_pylist() == sorted(table["ts"].to_pylist())

@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def _spawn_writer(uri: str, worker: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.workers", uri, "crash", str(worker)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
@@ -58,7 +61,8 @@ def test_sigkill_during_loads_leaves_lake_consistent(lake: Lake, lake_uri: str) 
         got = sorted(zip(table["w"].to_pylist(), table["i"].to_pylist(), strict=True))
         want = sorted(
             (int(c.message.split()[1]), int(c.message.split()[2]))
-            for c in log.values() for _ in range(50)
+            for c in log.values()
+            for _ in range(50)
         )
         assert got == want
     assert len(acknowledged) > 0, "the writer never got a commit in: the test proved nothing"
