@@ -31,6 +31,8 @@ COMMIT_FORMAT = "lakepool.commit"
 COMMIT_VERSION = 1
 #: A commit whose chain back to a cached snapshot would exceed this writes its own snapshot.
 SNAPSHOT_INTERVAL = 32
+#: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied.
+EXTRA_FIELDS = ("merge_source",)
 
 
 def commit_key(pool_id: str, commit_id: str) -> str:
@@ -143,6 +145,7 @@ class Commit:
                 chain=tuple(doc.get("chain", [])),
                 has_snapshot=bool(doc.get("has_snapshot", False)),
                 retries=int(doc.get("retries", 0)),
+                extra={k: doc[k] for k in EXTRA_FIELDS if k in doc},
             )
         except CorruptObjectError:
             raise

@@ -271,6 +271,7 @@ class Pool:
         meta: Any = None,
         incoming_schema: pa.Schema | None = None,
         source: str = "",
+        extra: dict[str, Any] | None = None,
     ) -> Commit:
         """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
 
@@ -305,6 +306,7 @@ class Pool:
                         incoming_schema,
                         source,
                         attempt,
+                        extra or {},
                     )
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
                 try:
@@ -354,6 +356,7 @@ class Pool:
         incoming_schema: pa.Schema | None,
         source: str,
         attempt: int,
+        extra: dict[str, Any],
     ) -> Commit:
         parent_snap = self.snapshot(parent_id)
         check_actions(parent_snap, [o.id for o in adds], deletes)
@@ -388,6 +391,7 @@ class Pool:
             chain=() if has_snapshot else chain,
             has_snapshot=has_snapshot,
             retries=attempt,
+            extra=extra,
         )
         if has_snapshot:
             snap = apply(parent_snap, commit)

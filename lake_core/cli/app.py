@@ -194,6 +194,38 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--from", dest="from_ref", metavar="REF")
     sp.add_argument("-d", dest="delete", metavar="NAME")
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
+    sp = cmd(
+        "merge",
+        c.cmd_merge,
+        "merge branch SOURCE into TARGET in one commit",
+        "  lake merge -p logs dev --into main\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
+    sp.add_argument("source", metavar="SOURCE")
+    sp.add_argument("--into", required=True, metavar="TARGET")
+    commit_flags(sp)
+
+    sp = cmd(
+        "delete",
+        c.cmd_delete,
+        "delete objects, or rows matching --where, in one commit",
+        "  lake delete -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n"
+        "  lake delete -p logs@dev --where \"user = 'bob' AND ts < '2026-01-01'\"\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
+    sp.add_argument("ids", nargs="*", metavar="OBJECT-ID")
+    sp.add_argument("--where", metavar="SQL-EXPR")
+    commit_flags(sp)
+
+    sp = cmd(
+        "revert",
+        c.cmd_revert,
+        "undo one commit's adds and deletes in a new commit",
+        "  lake revert -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
+    sp.add_argument("commit", metavar="COMMIT-ID")
+    commit_flags(sp)
     return p
 
 

@@ -265,3 +265,37 @@ def cmd_branch(args: argparse.Namespace) -> None:
         return
     rows = [{"name": b, "commit": c} for b, c in sorted(pool.branches().items())]
     write_records(rows, args.format, columns=["name", "commit"])
+
+
+def cmd_merge(args: argparse.Namespace) -> None:
+    from lake_core.changes import merge
+
+    name, _ = split_ref(args.pool)
+    pool = _lake(args, args.user).pool(name)
+    commit = merge(pool, args.source, args.into, message=args.message, meta=_meta(args.meta))
+    _say(f"{commit.id} committed")
+
+
+def cmd_delete(args: argparse.Namespace) -> None:
+    from lake_core.changes import delete_objects, delete_where
+
+    pool, branch = _pool_ref(args, args.user)
+    if bool(args.ids) == bool(args.where):
+        raise UsageError("give either OBJECT-IDs or --where, not both or neither")
+    if args.where:
+        commit = delete_where(
+            pool, args.where, branch or MAIN, message=args.message, meta=_meta(args.meta)
+        )
+    else:
+        commit = delete_objects(
+            pool, args.ids, branch or MAIN, message=args.message, meta=_meta(args.meta)
+        )
+    _say(f"{commit.id} committed")
+
+
+def cmd_revert(args: argparse.Namespace) -> None:
+    from lake_core.changes import revert
+
+    pool, branch = _pool_ref(args, args.user)
+    commit = revert(pool, args.commit, branch or MAIN, message=args.message, meta=_meta(args.meta))
+    _say(f"{commit.id} committed")

@@ -1,0 +1,93 @@
+"""Delete (objects and rows), revert and merge, on local disk and moto S3."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lake_core import Lake
+from lake_core.changes import delete_objects, delete_where, merge, revert
+from lake_core.errors import CommitConflictError, EmptyTransactionError, NotFoundError
+from lake_core.loading import load
+from tests.lakecheck import read_all
+
+
+def _ts(pool, ref=None):  # type: ignore[no-untyped-def]
+    return read_all(pool, ref)["ts"].to_pylist()
+
+
+def test_delete_objects_and_time_travel(lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc")
+    c1 = load(pool, [pa.table({"ts": [1, 2]})])
+    load(pool, [pa.table({"ts": [3]})])
+    d = delete_objects(pool, [c1.adds()[0].id])
+    assert _ts(pool) == [3]
+    assert _ts(pool, c1.id) == [1, 2]  # still reachable by time travel
+    assert d.deletes() == [c1.adds()[0].id]
+    with pytest.raises(NotFoundError, match="0ujtsYcgvSTl8PAuAdqWYSMnLOv"):
+        delete_objects(pool, ["0ujtsYcgvSTl8PAuAdqWYSMnLOv"])
+
+
+def test_delete_where_rewrites_only_matching_objects(lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc")
+    a = load(pool, [pa.table({"ts": [1, 2, 3], "s": ["x", "y", None]})]).adds()[0]
+    b = load(pool, [pa.table({"ts": [10, 11], "s": ["x", "z"]})]).adds()[0]
+    c = load(pool, [pa.table({"ts": [20], "s": ["q"]})]).adds()[0]
+    commit = delete_where(pool, "s = 'x' AND ts < 5")
+    assert commit.deletes() == [a.id]  # b and c untouched: pruned or no match
+    live = pool.snapshot(pool.tip()).objects
+    assert b.id in live and c.id in live and a.id not in live
+    rows = read_all(pool).to_pylist()
+    assert rows == [
+        {"ts": 2, "s": "y"},
+        {"ts": 3, "s": None},
+        {"ts": 10, "s": "x"},
+        {"ts": 11, "s": "z"},
+        {"ts": 20, "s": "q"},
+    ]
+    tip = pool.tip()
+    with pytest.raises(EmptyTransactionError):
+        delete_where(pool, "s = 'nothing'")
+    assert pool.tip() == tip
+
+
+def test_revert_and_revert_of_revert(lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc")
+    load(pool, [pa.table({"ts": [1]})])
+    c2 = load(pool, [pa.table({"ts": [2]})])
+    r = revert(pool, c2.id)
+    assert _ts(pool) == [1]
+    rr = revert(pool, r.id)
+    assert _ts(pool) == [1, 2]
+    assert rr.adds()[0].id == c2.adds()[0].id
+    tip = pool.tip()
+    with pytest.raises(EmptyTransactionError):
+        revert(pool, r.id)  # what r deleted is live again: nothing to undo
+    assert pool.tip() == tip
+
+
+def test_merge_branches(lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc")
+    c1 = load(pool, [pa.table({"ts": [1]})])
+    pool.create_branch("dev")
+    load(pool, [pa.table({"ts": [5]})], "dev")
+    delete_objects(pool, [c1.adds()[0].id], "dev")
+    load(pool, [pa.table({"ts": [7]})], "main")
+    m = merge(pool, "dev", "main")
+    assert _ts(pool) == [5, 7]
+    assert _ts(pool, "dev") == [5]
+    assert m.message == "merged dev into main"
+    with pytest.raises(EmptyTransactionError):
+        merge(pool, "dev", "main")
+
+
+def test_merge_refuses_when_both_sides_deleted_the_same_object(lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc")
+    obj = load(pool, [pa.table({"ts": [1]})]).adds()[0].id
+    pool.create_branch("dev")
+    delete_objects(pool, [obj], "dev")
+    delete_objects(pool, [obj], "main")
+    tip = pool.tip()
+    with pytest.raises(CommitConflictError, match=obj):
+        merge(pool, "dev", "main")
+    assert pool.tip() == tip
