@@ -54,6 +54,7 @@ from lake_core.journal import Journal, JournalEntry
 from lake_core.names import validate_name
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.registry import PoolConfig
+from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot, apply, check_actions
 from lake_core.stores.base import ObjectStore
 
@@ -257,6 +258,58 @@ class Pool:
             commit = self.read_commit(commit_id)
             yield commit
             commit_id = commit.parent
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def scan(
+        self,
+        ref: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        where: str | None = None,
+        columns: list[str] | None = None,
+        order: str | None = None,
+    ) -> Scan:
+        """A scan of the snapshot at ``ref`` (branch or commit; default main), optionally as of
+        a time, filtered by a SQL ``where``; ``.reader()``, ``.to_table()``, ``.stats``."""
+        snap = self.snapshot(self.resolve(ref, as_of))
+        return Scan(self.store, self.id, self.config.key, snap, where, columns, order)
+
+    def read(self, ref: str | None = None, **kwargs: Any) -> pa.Table:
+        """The records of ``ref`` as one Arrow table, in pool-key order (see :meth:`scan`)."""
+        return self.scan(ref, **kwargs).to_table()
+
+    def files(
+        self, ref: str | None = None, *, as_of: datetime | None = None, where: str | None = None
+    ) -> list[str]:
+        """Paths (local) or ``s3://`` URIs of the live objects that may hold rows matching
+        ``where``: plain Parquet that DuckDB, Polars or pyarrow read directly."""
+        scan = self.scan(ref, as_of=as_of, where=where)
+        out = []
+        for obj in scan.objects:
+            local = self.store.local_path(data_key(self.id, obj.id))
+            if local is not None:
+                out.append(local)
+            else:
+                _, path = self.store.arrow_location(data_key(self.id, obj.id))
+                out.append(f"s3://{path}")
+        return out
+
+    def dataset(
+        self, ref: str | None = None, *, as_of: datetime | None = None, where: str | None = None
+    ) -> Any:
+        """A ``pyarrow.dataset.Dataset`` over the (pruned) live objects, with the pool's
+        schema (columns an object lacks read as null). Unordered: use :meth:`scan` for
+        pool-key order."""
+        import pyarrow.dataset as ds
+
+        scan = self.scan(ref, as_of=as_of, where=where)
+        keys = [data_key(self.id, o.id) for o in scan.objects]
+        if not keys:
+            return ds.dataset(scan.pool_schema.empty_table())
+        fs, _ = self.store.arrow_location(keys[0])
+        paths = [self.store.arrow_location(k)[1] for k in keys]
+        return ds.dataset(paths, schema=scan.pool_schema, format="parquet", filesystem=fs)
 
     # -- the commit protocol ------------------------------------------------------------------
 

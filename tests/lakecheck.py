@@ -5,7 +5,6 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lake_core.pool import Pool
-from lake_core.scan import Scan
 
 
 def journal_numbers(pool: Pool) -> list[int]:
@@ -29,8 +28,7 @@ def assert_journal_dense(pool: Pool) -> int:
 
 
 def read_all(pool: Pool, ref: str | None = None) -> pa.Table:
-    snap = pool.snapshot(pool.resolve(ref))
-    return Scan(pool.store, pool.id, pool.config.key, snap).to_table()
+    return pool.read(ref)
 
 
 def assert_objects_intact(pool: Pool, ref: str | None = None) -> None:

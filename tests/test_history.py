@@ -162,6 +162,9 @@ class CountingStore(ObjectStore):
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
+    def arrow_location(self, key: str):  # type: ignore[no-untyped-def]
+        return self.inner.arrow_location(key)
+
 
 def _opening_cost(lake_uri: str) -> int:
     counting = CountingStore(Lake.open(lake_uri).store)

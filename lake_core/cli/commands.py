@@ -184,11 +184,11 @@ def _snapshot_at(args: argparse.Namespace) -> tuple[Pool, Any]:
 
 
 def cmd_query(args: argparse.Namespace) -> None:
-    from lake_core.scan import Scan
-
-    pool, snap = _snapshot_at(args)
+    pool, ref = _pool_ref(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
-    scan = Scan(pool.store, pool.id, pool.config.key, snap, args.where, columns, args.order)
+    scan = pool.scan(
+        ref, as_of=_time(args.as_of), where=args.where, columns=columns, order=args.order
+    )
     write_records(scan.reader(), args.format, path=args.output)
     if args.stats:
         sys.stderr.write(json.dumps(scan.stats.to_json()) + "\n")

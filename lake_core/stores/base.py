@@ -27,6 +27,7 @@ import abc
 import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,10 @@ class ObjectStore(abc.ABC):
         """A filesystem path for ``key`` if the store is a local directory, else None. Lets
         Parquet readers memory-map local files instead of copying bytes."""
         return None
+
+    @abc.abstractmethod
+    def arrow_location(self, key: str) -> tuple[Any, str]:
+        """(``pyarrow.fs.FileSystem``, path) where another engine can read ``key`` directly."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release clients and sockets."""

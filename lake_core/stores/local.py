@@ -16,6 +16,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
 from lake_core.stores.base import ObjectInfo, ObjectStore
@@ -37,6 +38,11 @@ class LocalObjectStore(ObjectStore):
 
     def local_path(self, key: str) -> str | None:
         return str(self._path(key))
+
+    def arrow_location(self, key: str) -> tuple[Any, str]:
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), str(self._path(key))
 
     def get(self, key: str) -> bytes:
         try:

@@ -71,6 +71,27 @@ class S3ObjectStore(ObjectStore):
             detail = f"S3 request failed: {type(err).__name__}"
         return ObjectStoreError(key, detail)
 
+    def arrow_location(self, key: str) -> tuple[Any, str]:
+        """An Arrow S3 filesystem with the same endpoint, region and credentials boto3
+        resolved (from the standard AWS_* settings), and ``bucket/prefix/key``."""
+        import pyarrow.fs as pafs
+
+        session = boto3.Session()
+        creds = session.get_credentials()
+        frozen = creds.get_frozen_credentials() if creds is not None else None
+        endpoint = self._client.meta.endpoint_url
+        kwargs: dict[str, Any] = {"region": self._client.meta.region_name or "us-east-1"}
+        if frozen is not None:
+            kwargs.update(
+                access_key=frozen.access_key,
+                secret_key=frozen.secret_key,
+                session_token=frozen.token,
+            )
+        if endpoint and "amazonaws.com" not in endpoint:
+            kwargs["endpoint_override"] = endpoint
+            kwargs["scheme"] = "https" if endpoint.startswith("https") else "http"
+        return pafs.S3FileSystem(**kwargs), f"{self.bucket}/{self._key(key)}"
+
     def get(self, key: str) -> bytes:
         try:
             resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
