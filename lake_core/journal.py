@@ -158,13 +158,17 @@ class Journal:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def append(self, after: JournalEntry, actions: list[dict[str, Any]]) -> JournalEntry:
-        """Write entry ``after.n + 1`` with put-if-missing; return it.
+    def append(
+        self, after: JournalEntry, actions: list[dict[str, Any]], at: datetime | None = None
+    ) -> JournalEntry:
+        """Write entry ``after.n + 1`` with put-if-missing; return it. ``at`` is the entry's
+        time (default now; a commit passes its own date so ``--as-of <commit date>`` finds it),
+        raised to the previous entry's time if earlier.
 
         Raises ObjectExistsError when another writer took that number first (nothing was
         written: re-read and retry), ObjectStoreError on failure."""
         n = after.n + 1
-        now = self.clock.now()
+        now = at or self.clock.now()
         if after.ts is not None and now < after.ts:
             now = after.ts  # keep journal time monotonic under clock skew
         state = apply_actions(after.state, actions)

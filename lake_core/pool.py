@@ -364,7 +364,7 @@ class Pool:
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
                 try:
                     appending = True
-                    self.journal.append(head, [action])
+                    self.journal.append(head, [action], at=pending.date)
                     appending = False
                 except ObjectExistsError:
                     appending = False

@@ -1,0 +1,158 @@
+"""Every everyday command through the CLI, on local disk and on moto S3."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lake_core.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def last_id(out: str) -> str:
+    line = out.strip().splitlines()[-1]
+    word, rest = line.split(" ", 1)
+    assert rest in ("committed", "staged"), line
+    return word
+
+
+def rows(capsys: pytest.CaptureFixture[str], *args: str) -> list[dict[str, object]]:
+    code, out, err = run(capsys, *args, "-f", "json")
+    assert code == 0, err
+    return [json.loads(x) for x in out.splitlines()]
+
+
+@pytest.fixture
+def L(lake_uri: str, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert run(capsys, "--lake", lake_uri, "init")[0] == 0
+    assert run(capsys, "--lake", lake_uri, "create", "p", "--orderby", "ts:asc")[0] == 0
+    return ["--lake", lake_uri]
+
+
+def test_formats_stdin_and_many_files_in_one_commit(
+    L: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "a.csv").write_text("ts,name\n1,a\n2,b\n")
+    pq.write_table(
+        pa.table({"ts": [3], "name": pa.array(["c"], pa.string_view())}), tmp_path / "b.parquet"
+    )
+    with (
+        pa.OSFile(str(tmp_path / "c.arrow"), "wb") as f,
+        pa.ipc.new_file(f, pa.schema([("ts", pa.int64()), ("name", pa.string())])) as w,
+    ):
+        w.write_table(pa.table({"ts": [4], "name": ["d"]}))
+    (tmp_path / "d.json").write_text('[{"ts": 5, "name": "e", "extra": {"k": [1, 2]}}]')
+    code, out, err = run(
+        capsys,
+        *L,
+        "load",
+        "-p",
+        "p",
+        *(str(tmp_path / n) for n in ["a.csv", "b.parquet", "c.arrow", "d.json"]),
+    )
+    assert code == 0, err
+    assert len(rows(capsys, *L, "log", "-p", "p")) == 1  # one commit for four files
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b'{"ts": 6, "name": "f"}\n')))
+    code, out, err = run(capsys, *L, "load", "-p", "p", "-i", "ndjson", "-")
+    assert code == 0, err
+    got = rows(capsys, *L, "query", "-p", "p")
+    assert [r["name"] for r in got] == ["a", "b", "c", "d", "e", "f"]
+    assert got[4]["extra"] == {"k": [1, 2]} and got[0]["extra"] is None
+    code, _, _ = run(capsys, *L, "query", "-p", "p", "-f", "parquet", "-o", str(tmp_path / "o.pq"))
+    assert code == 0 and pq.read_table(tmp_path / "o.pq").num_rows == 6
+    got = rows(capsys, *L, "query", "-p", "p", "--order", "desc", "--columns", "ts")
+    assert got == [{"ts": t} for t in [6, 5, 4, 3, 2, 1]]
+
+
+def test_add_status_commit(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.ndjson").write_text('{"ts": 1}\n')
+    (tmp_path / "b.ndjson").write_text('{"ts": 2}\n')
+    s1 = last_id(run(capsys, *L, "add", "-p", "p", str(tmp_path / "a.ndjson"))[1])
+    s2 = last_id(run(capsys, *L, "add", "-p", "p", str(tmp_path / "b.ndjson"))[1])
+    assert rows(capsys, *L, "query", "-p", "p") == []  # staged is not committed
+    assert {r["id"] for r in rows(capsys, *L, "status", "-p", "p")} == {s1, s2}
+    code, out, _ = run(capsys, *L, "commit", "-p", "p", s1, s2, "-m", "both")
+    assert code == 0 and out.endswith(" committed\n")
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1, 2]
+    assert rows(capsys, *L, "status", "-p", "p") == []
+    code, _, err = run(capsys, *L, "commit", "-p", "p", s1)
+    assert code == 1 and s1 in err and "not found" in err
+
+
+def test_branches_merge_delete_revert_time_travel(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "x.ndjson"
+    f.write_text('{"ts": 1, "u": "ann"}\n{"ts": 2, "u": "bob"}\n')
+    c1 = last_id(run(capsys, *L, "load", "-p", "p", str(f))[1])
+    entry = rows(capsys, *L, "log", "-p", "p")[0]
+    assert run(capsys, *L, "branch", "-p", "p", "dev", "--from", "main")[0] == 0
+    assert {r["name"] for r in rows(capsys, *L, "branch", "-p", "p")} == {"main", "dev"}
+    f.write_text('{"ts": 3, "u": "cid"}\n')
+    last_id(run(capsys, *L, "load", "-p", "p@dev", str(f))[1])
+    last_id(run(capsys, *L, "delete", "-p", "p@dev", "--where", "u = 'bob'")[1])
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p@dev")] == [1, 3]
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1, 2]
+    m = last_id(run(capsys, *L, "merge", "-p", "p", "dev", "--into", "main")[1])
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1, 3]
+    code, _, err = run(capsys, *L, "merge", "-p", "p", "dev", "--into", "main")
+    assert code == 1 and "empty transaction" in err
+    last_id(run(capsys, *L, "revert", "-p", "p", m)[1])
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1, 2]
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", f"p@{c1}")] == [1, 2]
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p", "--as-of", entry["date"])] == [
+        1,
+        2,
+    ]
+    code, _, err = run(capsys, *L, "query", "-p", f"p@{c1}", "--as-of", entry["date"])
+    assert code == 2 and "--as-of goes with a branch" in err
+    objs = rows(capsys, *L, "objects", "-p", "p")
+    last_id(run(capsys, *L, "delete", "-p", "p", str(objs[0]["id"]))[1])
+    code, _, err = run(capsys, *L, "delete", "-p", "p", str(objs[0]["id"]))
+    assert code == 1 and str(objs[0]["id"]) in err and "not found" in err
+    code, _, err = run(capsys, *L, "revert", "-p", "p", "0ujtsYcgvSTl8PAuAdqWYSMnLOv")
+    assert code == 1 and "0ujtsYcgvSTl8PAuAdqWYSMnLOv: commit not found" in err
+    assert run(capsys, *L, "branch", "-p", "p", "-d", "dev")[0] == 0
+    code, _, err = run(capsys, *L, "load", "-p", "p@dev", str(f))
+    assert code == 1 and "dev: branch not found" in err
+
+
+def test_bad_input_changes_nothing(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.ndjson"
+    good.write_text('{"ts": 1, "user_id": 7}\n')
+    run(capsys, *L, "load", "-p", "p", str(good))
+    before = rows(capsys, *L, "log", "-p", "p")
+    (tmp_path / "conflict.ndjson").write_text('{"ts": 2, "user_id": "seven"}\n')
+    (tmp_path / "short.csv").write_text("ts,a\n1,2\n3\n")
+    pq.write_table(pa.table({"ts": list(range(1000))}), tmp_path / "t.parquet")
+    data = (tmp_path / "t.parquet").read_bytes()
+    (tmp_path / "t.parquet").write_bytes(data[: len(data) // 2])
+    for name, needle in [
+        ("conflict.ndjson", "user_id"),
+        ("short.csv", "line 3"),
+        ("t.parquet", "t.parquet"),
+    ]:
+        code, _, err = run(capsys, *L, "load", "-p", "p", str(good), str(tmp_path / name))
+        assert code == 1 and err.startswith("error: ") and needle in err, err
+    assert rows(capsys, *L, "log", "-p", "p") == before
+    assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1]
+    code, _, err = run(capsys, *L, "query", "-p", "p", "--where", "ts >")
+    assert code == 2 and "position" in err
