@@ -216,3 +216,38 @@ class LockError(LakeError):
 
     def __str__(self) -> str:
         return f"lock error: {self.detail}"
+
+
+class LockTimeoutError(LockError):
+    """The lock was not free within ``timeout`` seconds. ``holder`` is the holder's identifier
+    (``user@host:pid``) when the provider knows it, else ``""``."""
+
+    def __init__(self, lock: str, timeout: float, holder: str = "") -> None:
+        LakeError.__init__(self, lock, timeout, holder)
+        who = f"held by {holder}" if holder else "holder unknown"
+        self.detail = f"{lock} not acquired within {timeout:g}s ({who})"
+        self.lock = lock
+        self.timeout = timeout
+        self.holder = holder
+
+
+class LockLostError(LockError):
+    """A lock held by this process can no longer be trusted (ZooKeeper session suspended or
+    expired, lock file replaced, lock released). The operation must abort before committing."""
+
+    def __init__(self, lock: str, reason: str) -> None:
+        LakeError.__init__(self, lock, reason)
+        self.detail = f"{lock} lost: {reason}"
+        self.lock = lock
+        self.reason = reason
+
+
+class LockServiceUnavailableError(LockError):
+    """The lock service (ZooKeeper) cannot be reached. Never answered by falling back to
+    local locks: they would not exclude processes on other machines."""
+
+    def __init__(self, hosts: str, reason: str) -> None:
+        LakeError.__init__(self, hosts, reason)
+        self.detail = f"ZooKeeper at {hosts} cannot be reached: {reason}"
+        self.hosts = hosts
+        self.reason = reason

@@ -72,3 +72,15 @@ def store(lake_uri: str) -> ObjectStore:
 @pytest.fixture
 def lake(lake_uri: str) -> Lake:
     return Lake.init(LakeConfig(uri=lake_uri, user="tester"))
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real ZooKeeper server (Debian's package) on a free port, for the whole session; see
+    ``tests/zk.py``. Yields a :class:`tests.zk.ZooKeeperServer` (``.hosts`` is HOST:PORT)."""
+    from tests.zk import ZooKeeperServer
+
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
