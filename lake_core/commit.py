@@ -31,8 +31,9 @@ COMMIT_FORMAT = "lakepool.commit"
 COMMIT_VERSION = 1
 #: A commit whose chain back to a cached snapshot would exceed this writes its own snapshot.
 SNAPSHOT_INTERVAL = 32
-#: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied.
-EXTRA_FIELDS = ("merge_source",)
+#: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied;
+#: ``kind`` marks maintenance commits (``compaction``, ``partition-drop``, …).
+EXTRA_FIELDS = ("merge_source", "kind")
 
 
 def commit_key(pool_id: str, commit_id: str) -> str:

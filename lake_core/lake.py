@@ -6,6 +6,7 @@ put-if-missing, so two racing ``init``s cannot both succeed.
 
 from __future__ import annotations
 
+from lake_core.catalog import Catalog, CatalogPoolRegistry
 from lake_core.clock import to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.config import LakeConfig
@@ -17,9 +18,11 @@ from lake_core.errors import (
 )
 from lake_core.ids import new_id
 from lake_core.keys import PoolKey
+from lake_core.locks import LockProvider, open_lock_provider
 from lake_core.names import PoolName
+from lake_core.partitions import PartitionSpec
 from lake_core.pool import Pool
-from lake_core.registry import JournalPoolRegistry, PoolConfig, PoolRegistry
+from lake_core.registry import PoolConfig, PoolRegistry
 from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
@@ -36,7 +39,10 @@ class Lake:
         self.store = store
         self.config = config
         self.id = lake_id
-        self.registry: PoolRegistry = JournalPoolRegistry(store, config)
+        pools = CatalogPoolRegistry(store, config)
+        #: The Olympia catalog at ``<lake>/catalog/``: pools, namespaces, views, index rules.
+        self.catalog: Catalog = pools.catalog
+        self.registry: PoolRegistry = pools
 
     @classmethod
     def init(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
@@ -51,7 +57,9 @@ class Lake:
             store.put_if_missing(MARKER_KEY, marker)
         except ObjectExistsError:
             raise AlreadyExistsError("lake", config.uri) from None
-        return cls(store, config, lake_id)
+        lake = cls(store, config, lake_id)
+        lake.catalog.initialize()
+        return lake
 
     @classmethod
     def open(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
@@ -79,6 +87,8 @@ class Lake:
         """A new pool with branch ``main``. Raises AlreadyExistsError, InvalidNameError."""
         pool_name = PoolName.parse(name)
         pool_key = PoolKey.parse(key) if isinstance(key, str) else (key or PoolKey())
+        if partition_by is not None:
+            partition_by = str(PartitionSpec.parse(partition_by))
         pool_config = PoolConfig(
             id=new_id(self.config.clock),
             name=pool_name,
@@ -101,6 +111,11 @@ class Lake:
 
     def pools(self) -> list[PoolConfig]:
         return self.registry.list()
+
+    def locks(self) -> LockProvider:
+        """The lake's lock provider: ZooKeeper when configured, else local file locks. Use it
+        as a context manager so a ZooKeeper session is closed."""
+        return open_lock_provider(self.config, self.id, self.config.uri)
 
     def drop_pool(self, name: str) -> PoolConfig:
         """Remove ``name`` from the registry; its files stay until cleanup."""

@@ -23,7 +23,7 @@ from lake_core.ids import new_id
 from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
-from lake_core.writer import WriteOptions, write_objects
+from lake_core.writer import WriteOptions, write_partitioned
 
 Source = str | Path | BinaryIO | pa.Table
 STAGED_FORMAT = "lakepool.staged"
@@ -93,8 +93,15 @@ def write_sources(
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
-    objects = write_objects(
-        pool.store, pool.id, table, pool.config.key, options, clock=pool.clock, on_object=on_object
+    objects = write_partitioned(
+        pool.store,
+        pool.id,
+        table,
+        pool.config.key,
+        options,
+        pool.partition_spec,
+        clock=pool.clock,
+        on_object=on_object,
     )
     return objects, table.schema
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -35,6 +35,7 @@ from lake_core.commit import (
     commit_key,
     snapshot_key,
 )
+from lake_core.clock import parse_iso, to_iso
 from lake_core.config import LakeConfig
 from lake_core.errors import (
     AlreadyExistsError,
@@ -42,6 +43,7 @@ from lake_core.errors import (
     CommitStateUnknownError,
     CorruptObjectError,
     EmptyTransactionError,
+    HistoryVacatedError,
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -53,12 +55,18 @@ from lake_core.ids import is_ksuid, new_id
 from lake_core.journal import Journal, JournalEntry
 from lake_core.names import validate_name
 from lake_core.objects import ObjectMeta, data_key
+from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot, apply, check_actions
 from lake_core.stores.base import ObjectStore
 
 MAIN = "main"
+#: Journal-table names that are not branches start with "@" (invalid in branch names):
+#: ``@tail/<branch>`` is the branch's oldest readable commit after a vacate, ``@vacated`` the
+#: vacate time.
+TAIL_PREFIX = "@tail/"
+VACATED = "@vacated"
 _CACHE_COMMITS = 4096
 _CACHE_SNAPSHOTS = 16
 
@@ -99,6 +107,12 @@ class Pool:
         return self.config.id
 
     @property
+    def partition_spec(self) -> PartitionSpec | None:
+        """How the pool is partitioned, or None."""
+        spec = self.config.partition_by
+        return PartitionSpec.parse(spec) if spec else None
+
+    @property
     def name(self) -> str:
         return str(self.config.name)
 
@@ -120,7 +134,23 @@ class Pool:
     def branches(self, as_of: datetime | None = None) -> dict[str, str | None]:
         """Branch name → tip commit id (None: no commits yet)."""
         entry = self.journal.entry_as_of(as_of) if as_of else self.journal.read_head()
-        return dict(entry.state)
+        return {k: v for k, v in entry.state.items() if not k.startswith("@")}
+
+    def vacate_state(self) -> tuple[datetime | None, dict[str, str | None]]:
+        """(vacate time, branch → tail commit) — (None, {}) if history was never vacated."""
+        state = self.journal.read_head().state
+        when = state.get(VACATED)
+        tails = {k[len(TAIL_PREFIX) :]: v for k, v in state.items() if k.startswith(TAIL_PREFIX)}
+        return (parse_iso(when) if when else None), tails
+
+    def check_not_vacated(self, commit: Commit) -> None:
+        """Raise HistoryVacatedError if ``commit`` lies in history cut by vacate."""
+        when, tails = self.vacate_state()
+        if when is not None and commit.date < when and commit.id not in tails.values():
+            raise HistoryVacatedError(
+                f"commit {commit.id} ({to_iso(commit.date)}) is older than the vacated "
+                f"history ({to_iso(when)})"
+            )
 
     def tip(self, branch: str = MAIN, as_of: datetime | None = None) -> str | None:
         """The branch's tip commit (None for an empty branch). Raises BranchNotFoundError."""
@@ -138,7 +168,7 @@ class Pool:
         if is_ksuid(ref):
             if as_of is not None:
                 raise UsageError("--as-of goes with a branch, not with a commit id")
-            self.read_commit(ref)  # raises NotFound
+            self.check_not_vacated(self.read_commit(ref))  # raises NotFound too
             return ref
         raise BranchNotFoundError(ref, f"in pool {self.name}")
 
@@ -229,7 +259,7 @@ class Pool:
                 snap = base
                 for c in [*chain, commit]:
                     snap = apply(snap, c)
-        except (CorruptObjectError, ObjectNotFoundError):
+        except (CorruptObjectError, ObjectNotFoundError, NotFoundError):
             # A damaged or missing cached snapshot must not make the pool unreadable
             # (Zed #4328): fall back to replaying the history from the root.
             snap = self._replay_from_root(commit)
@@ -243,20 +273,40 @@ class Pool:
             return list(ex.map(self.read_commit, ids))
 
     def _replay_from_root(self, commit: Commit) -> Snapshot:
+        """Replay back to the nearest readable cached snapshot (or the root). Slow path: used
+        when a cached snapshot is damaged, or a chain reaches into reclaimed history (vacate
+        writes a cached snapshot of every tail, so the walk stops there)."""
         path = [commit]
-        while path[-1].parent is not None:
-            path.append(self.read_commit(path[-1].parent))
-        snap = Snapshot()
+        base = Snapshot()
+        while True:
+            current = path[-1]
+            if current is not commit:
+                try:
+                    base = self._read_cached_snapshot(current.id)
+                    path.pop()
+                    break
+                except (CorruptObjectError, ObjectNotFoundError):
+                    pass
+            if current.parent is None:
+                break
+            path.append(self.read_commit(current.parent))
+        snap = base
         for c in reversed(path):
             snap = apply(snap, c)
         return snap
 
     def log(self, ref: str | None = None) -> Iterator[Commit]:
-        """Commits from ``ref``'s tip back to the first, newest first."""
+        """Commits from ``ref``'s tip back to the first retained one, newest first."""
         commit_id = self.resolve(ref)
+        when, tails = self.vacate_state()
+        stop = set(tails.values())
         while commit_id is not None:
             commit = self.read_commit(commit_id)
+            if when is not None and commit.date < when and commit.id not in stop:
+                return
             yield commit
+            if commit.id in stop:
+                return
             commit_id = commit.parent
 
     # -- reading ------------------------------------------------------------------------------
@@ -325,12 +375,15 @@ class Pool:
         incoming_schema: pa.Schema | None = None,
         source: str = "",
         extra: dict[str, Any] | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> Commit:
         """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
 
         Raises EmptyTransactionError (nothing to do), BranchNotFoundError,
         CommitConflictError (a deleted object is gone; nothing committed),
-        SchemaConflictError, RetriesExhaustedError, CommitStateUnknownError."""
+        SchemaConflictError, RetriesExhaustedError, CommitStateUnknownError.
+        ``guard`` runs right before every append (the commit point): maintenance passes its
+        lock's ``check`` so a lost lock aborts the commit."""
         if not adds and not deletes:
             raise EmptyTransactionError("nothing to commit")
         author = author or self.lake_config.user
@@ -362,6 +415,8 @@ class Pool:
                         extra or {},
                     )
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
+                if guard is not None:
+                    guard()
                 try:
                     appending = True
                     self.journal.append(head, [action], at=pending.date)

@@ -13,6 +13,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from lake_core.clock import SYSTEM_CLOCK, Clock
 from lake_core.ids import new_id
 from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta, data_key
-from lake_core.stats import encode_value, table_meta
+from lake_core.stats import ColumnMeta, encode_value, table_meta
 from lake_core.stores.base import ObjectStore
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
@@ -46,6 +47,29 @@ def sort_table(table: pa.Table, key: PoolKey) -> pa.Table:
     if table.num_rows == 0 or not key.sort_keys(table.schema):
         return table
     return table.take(key.sort_indices(table))
+
+
+def write_partitioned(
+    store: ObjectStore,
+    pool_id: str,
+    table: pa.Table,
+    key: PoolKey,
+    options: WriteOptions,
+    spec: Any,
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> list[ObjectMeta]:
+    """Write ``table`` split by ``spec`` (a PartitionSpec, or None for an unpartitioned pool)
+    so that no object straddles two partitions."""
+    if spec is None:
+        return write_objects(store, pool_id, table, key, options, clock=clock, on_object=on_object)
+    out: list[ObjectMeta] = []
+    for value, part in spec.split(table):
+        out += write_objects(
+            store, pool_id, part, key, options, clock=clock, on_object=on_object, partition=value
+        )
+    return out
 
 
 def _run_end(key_cols: list[pa.ChunkedArray[Any]], start: int, n: int) -> int:
@@ -97,53 +121,139 @@ def write_objects(
     presorted: bool = False,
     clock: Clock = SYSTEM_CLOCK,
     on_object: Callable[[ObjectMeta], None] | None = None,
+    partition: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> list[ObjectMeta]:
     """Write ``table`` as one or more sorted objects of pool ``pool_id``; return their metadata.
+    Every object records ``partition`` (the caller has split the table by partition) and
+    ``tags``.
 
     ``on_object`` is called after each object lands (progress, and so a caller can remove what
     it wrote if a later step fails).
     """
     if table.num_rows == 0:
         return []
-    if not presorted:
-        table = sort_table(table, key)
     table = table.combine_chunks()
+    # Rows are gathered into key order one row group at a time, on a worker thread, while the
+    # previous group is being encoded: the gather overlaps Parquet encoding and the sorted table
+    # is never materialized whole.
+    order = None if presorted else _sort_order(table, key)
     n = table.num_rows
     row_bytes = max(1, table.nbytes // n)
     rows_per_group = max(_MIN_ROWS_PER_GROUP, options.seek_stride // row_bytes)
-    key_cols = key.key_columns(table)
+    keys = table.select([f for f in key.fields if f in table.schema.names])
+    if order is not None:
+        keys = keys.take(order)
+    key_cols = key.key_columns(keys)
     metas: list[ObjectMeta] = []
-    start = 0
-    while start < n:
-        sink = pa.BufferOutputStream()
-        pos = start
-        compression: Any = options.compression
-        with pq.ParquetWriter(sink, table.schema, compression=compression) as w:
-            while pos < n:
-                stop = min(n, pos + rows_per_group)
-                w.write_table(table.slice(pos, stop - pos), row_group_size=stop - pos)
-                pos = stop
-                if sink.tell() >= options.target_size and pos < n:
-                    run_end = _run_end(key_cols, pos, n)
-                    if run_end > pos:  # keep the run of equal keys whole
-                        w.write_table(table.slice(pos, run_end - pos), row_group_size=run_end - pos)
-                        pos = run_end
-                    break
-        part = table.slice(start, pos - start)
-        object_id = new_id(clock)
-        data = sink.getvalue()
-        store.put(data_key(pool_id, object_id), data.to_pybytes())
-        lo, hi = _key_bounds(part, key)
-        meta = ObjectMeta(
-            id=object_id,
-            min=lo,
-            max=hi,
-            count=part.num_rows,
-            size=data.size,
-            columns=table_meta(part),
-        )
-        metas.append(meta)
-        if on_object is not None:
-            on_object(meta)
-        start = pos
+    with _Groups(table, order, rows_per_group) as groups:
+        start = 0
+        while start < n:
+            sink = pa.BufferOutputStream()
+            pos = start
+            compression: Any = options.compression
+            part_stats: list[dict[str, ColumnMeta]] = []
+            with pq.ParquetWriter(sink, table.schema, compression=compression) as w:
+                while pos < n:
+                    stop = min(n, pos + rows_per_group)
+                    group, stats = groups.get(pos, stop)
+                    w.write_table(group, row_group_size=stop - pos)
+                    part_stats.append(stats)
+                    pos = stop
+                    if sink.tell() >= options.target_size and pos < n:
+                        run_end = _run_end(key_cols, pos, n)
+                        if run_end > pos:  # keep the run of equal keys whole
+                            group, stats = groups.get(pos, run_end)
+                            w.write_table(group, row_group_size=run_end - pos)
+                            part_stats.append(stats)
+                            pos = run_end
+                        break
+            object_id = new_id(clock)
+            data = sink.getvalue()
+            store.put(data_key(pool_id, object_id), data.to_pybytes())
+            lo, hi = _key_bounds(keys.slice(start, pos - start), key)
+            meta = ObjectMeta(
+                id=object_id,
+                min=lo,
+                max=hi,
+                count=pos - start,
+                size=data.size,
+                columns=_merge_stats(part_stats),
+                partition=partition,
+                tags=dict(tags or {}),
+            )
+            metas.append(meta)
+            if on_object is not None:
+                on_object(meta)
+            start = pos
     return metas
+
+
+def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:
+    """Row indices that sort ``table`` by the pool key (None: already in order)."""
+    if table.num_rows == 0 or not key.sort_keys(table.schema):
+        return None
+    return key.sort_indices(table)
+
+
+def _group(
+    table: pa.Table, order: pa.Array[Any] | None, start: int, stop: int
+) -> tuple[pa.Table, dict[str, ColumnMeta]]:
+    """Sorted rows ``start``..``stop`` of ``table`` and their column stats."""
+    if order is None:
+        part = table.slice(start, stop - start)
+    else:
+        part = table.take(order.slice(start, stop - start))
+    return part, table_meta(part)
+
+
+class _Groups:
+    """Row groups of the sorted table, each prepared one step ahead on a worker thread (Arrow
+    releases the GIL while gathering and summarizing, so this runs alongside encoding)."""
+
+    def __init__(self, table: pa.Table, order: pa.Array[Any] | None, step: int) -> None:
+        self.table, self.order, self.step = table, order, step
+        self.pool: ThreadPoolExecutor | None = None
+        self.ahead: tuple[int, int, Future[tuple[pa.Table, dict[str, ColumnMeta]]]] | None = None
+
+    def __enter__(self) -> _Groups:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def get(self, start: int, stop: int) -> tuple[pa.Table, dict[str, ColumnMeta]]:
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and ahead[:2] == (start, stop):
+            result = ahead[2].result()
+        else:
+            if ahead is not None:
+                ahead[2].cancel()
+            result = _group(self.table, self.order, start, stop)
+        n = self.table.num_rows
+        if stop < n:
+            if self.pool is None:
+                self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lake-write")
+            nxt = min(n, stop + self.step)
+            self.ahead = (stop, nxt, self.pool.submit(_group, self.table, self.order, stop, nxt))
+        return result
+
+
+def _merge_stats(parts: list[dict[str, ColumnMeta]]) -> dict[str, ColumnMeta]:
+    """The stats of consecutive row ranges combined: equal to :func:`table_meta` of the whole
+    (min/max skip unknown bounds, as ``min_max`` skips nulls and NaN)."""
+    if len(parts) == 1:
+        return parts[0]
+    out: dict[str, ColumnMeta] = {}
+    for name, first in parts[0].items():
+        cols = [p[name] for p in parts]
+        lows = [c.min for c in cols if c.min is not None]
+        highs = [c.max for c in cols if c.max is not None]
+        out[name] = ColumnMeta(
+            first.type,
+            min(lows) if lows else None,
+            max(highs) if highs else None,
+            sum(c.nulls for c in cols),
+        )
+    return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lake_core.errors import LakeError, UsageError
 
@@ -173,6 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@REF]")
     sp.add_argument("--as-of", metavar="TIME")
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
+    sp.add_argument(
+        "--summary",
+        action="store_true",
+        help="print fragmentation as one JSON line: objects, overlapping_objects, "
+        "small_objects, pending_runs, write_amplification",
+    )
 
     sp = cmd(
         "log",
@@ -226,7 +232,75 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("commit", metavar="COMMIT-ID")
     commit_flags(sp)
+    _add_maintenance(cmd)
     return p
+
+
+def _add_maintenance(cmd: Any) -> None:
+    from lake_core.cli import maintenance_commands as m
+
+    sp = cmd(
+        "compact",
+        m.cmd_compact,
+        "LSM-merge the given objects, or what the policy picks",
+        "  lake compact -p logs\n  lake compact -p logs@dev ID1 ID2\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
+    sp.add_argument("ids", nargs="*", metavar="OBJECT-ID")
+    m.add_lock_timeout(sp)
+
+    sp = cmd(
+        "cleanup",
+        m.cmd_cleanup,
+        "delete tombstoned and orphaned files past the grace period (all branches, staged work)",
+        "  lake cleanup -p logs --grace 7d --dry-run\n  lake cleanup -p logs --grace 2h\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
+    sp.add_argument("--grace", default="7d", metavar="DURATION")
+    sp.add_argument("--dry-run", action="store_true")
+    sp.add_argument("-f", dest="format", default="table", choices=["table", "json"])
+    m.add_lock_timeout(sp)
+
+    sp = cmd(
+        "vacate",
+        m.cmd_vacate,
+        "cut history older than TIME on every branch",
+        "  lake vacate -p logs --before 2026-01-01T00:00:00Z\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
+    sp.add_argument("--before", required=True, metavar="TIME")
+    m.add_lock_timeout(sp)
+
+    sp = cmd(
+        "purge",
+        m.cmd_purge,
+        "physically delete a commit's data now (danger zone)",
+        "  lake purge -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM --force\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
+    sp.add_argument("commit", metavar="COMMIT-ID")
+    sp.add_argument("--force", action="store_true")
+    m.add_lock_timeout(sp)
+
+    sp = cmd(
+        "partitions",
+        m.cmd_partitions,
+        "list partitions, one a line, value first",
+        "  lake partitions -p logs\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@REF]")
+    sp.add_argument("--as-of", metavar="TIME")
+    sp.add_argument("-f", dest="format", default="table", choices=["table", "json"])
+
+    sp = cmd(
+        "drop-partition",
+        m.cmd_drop_partition,
+        "drop a partition in one metadata-only commit",
+        "  lake drop-partition -p logs 2026-01-05\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
+    sp.add_argument("value", metavar="VALUE")
+    m.add_lock_timeout(sp)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,13 +65,12 @@ def cmd_init(args: argparse.Namespace) -> None:
 
 def cmd_create(args: argparse.Namespace) -> None:
     lake = _lake(args)
-    if args.partition_by:
-        raise UsageError("--partition-by is not supported yet (the maintenance issue adds it)")
     pool = lake.create_pool(
         args.pool,
         args.orderby,
         target_size=parse_size(args.target_size),
         seek_stride=parse_size(args.seek_stride),
+        partition_by=args.partition_by,
     )
     _say(f"pool {pool.name} created")
 
@@ -202,6 +201,12 @@ def _bound(obj: Any, pool: Pool, which: str) -> Any:
 
 
 def cmd_objects(args: argparse.Namespace) -> None:
+    if args.summary:
+        from lake_core.maintenance import fragmentation
+
+        pool, ref = _pool_ref(args)
+        _say(json.dumps(fragmentation(pool, ref or MAIN).to_json()))
+        return
     pool, snap = _snapshot_at(args)
     rows = [
         {

@@ -1,0 +1,120 @@
+"""``lake compact``, ``cleanup``, ``vacate``, ``purge``, ``partitions``, ``drop-partition``.
+
+Every mutating maintenance command takes the pool's maintenance lock (ZooKeeper with ``--zk``
+or ``LAKE_ZOOKEEPER``, else a local file lock), plans only once it holds it, and checks the
+lock right before its commit point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lake_core.cli.commands import _lake, _pool_ref, _say, _time
+from lake_core.errors import UsageError
+from lake_core.locks import LockHandle
+from lake_core.names import split_ref
+from lake_core.output import write_records
+from lake_core.pool import MAIN, Pool
+from lake_core.units import format_size, parse_duration
+
+
+@contextmanager
+def _maintenance(args: argparse.Namespace) -> Iterator[tuple[Pool, str, LockHandle]]:
+    name, ref = split_ref(args.pool)
+    lake = _lake(args)
+    pool = lake.pool(name)
+    with lake.locks() as locks, locks.maintenance_lock(pool.id, timeout=args.lock_timeout) as held:
+        yield pool, ref or MAIN, held
+
+
+def add_lock_timeout(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to wait for the pool's maintenance lock (default 600)",
+    )
+
+
+def cmd_compact(args: argparse.Namespace) -> None:
+    from lake_core.maintenance import compact
+
+    def progress(i: int, n: int, run: Any) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rcompacting run {i + 1}/{n} ({len(run.objects)} objects)")
+            sys.stderr.flush()
+
+    with _maintenance(args) as (pool, branch, held):
+        result = compact(pool, branch, args.ids or None, guard=held.check, on_run=progress)
+    if sys.stderr.isatty() and result.commit is not None:
+        sys.stderr.write("\n")
+    if result.commit is None:
+        _say("nothing to compact")
+        return
+    _say(
+        f"compacted {result.objects_in} objects ({format_size(result.bytes_in)}) into "
+        f"{result.objects_out} ({format_size(result.bytes_out)}) in {result.runs} runs"
+    )
+    _say(f"{result.commit.id} committed")
+
+
+def cmd_cleanup(args: argparse.Namespace) -> None:
+    from lake_core.maintenance.cleanup import cleanup
+
+    grace = parse_duration(args.grace)
+    with _maintenance(args) as (pool, _, held):
+        result = cleanup(pool, grace, dry_run=args.dry_run, guard=held.check)
+    if args.format == "json":
+        _say(json.dumps(result.to_json()))
+        return
+    for k, v in result.to_json().items():
+        _say(f"{k}: {v}")
+
+
+def cmd_vacate(args: argparse.Namespace) -> None:
+    from lake_core.maintenance import vacate
+
+    before = _time(args.before)
+    assert before is not None
+    with _maintenance(args) as (pool, _, held):
+        result = vacate(pool, before, guard=held.check)
+    for branch, tail in sorted(result.tails.items()):
+        _say(f"branch {branch}: history before {tail} vacated")
+    if not result.tails:
+        _say("nothing to vacate: no commit at or before that time")
+
+
+def cmd_purge(args: argparse.Namespace) -> None:
+    from lake_core.maintenance.purge import purge
+
+    if not args.force:
+        raise UsageError(f"purge deletes the data of commit {args.commit} for good: add --force")
+    with _maintenance(args) as (pool, _, held):
+        result = purge(pool, args.commit, guard=held.check)
+    _say(json.dumps(result.to_json()) if hasattr(result, "to_json") else str(result))
+
+
+def cmd_partitions(args: argparse.Namespace) -> None:
+    from lake_core.maintenance import list_partitions
+
+    pool, ref = _pool_ref(args)
+    parts = list_partitions(pool, ref, _time(args.as_of))
+    if args.format == "json":
+        write_records([p.to_json() for p in parts], "json")
+        return
+    for p in parts:
+        _say(f"{p.value or 'null'}  objects={p.objects} rows={p.rows} bytes={p.bytes}")
+
+
+def cmd_drop_partition(args: argparse.Namespace) -> None:
+    from lake_core.maintenance import drop_partition
+
+    with _maintenance(args) as (pool, branch, held):
+        commit = drop_partition(pool, args.value, branch, guard=held.check)
+    _say(f"{commit.id} committed")

@@ -1,0 +1,190 @@
+"""LSM compaction: merge-sort runs of objects into non-overlapping objects near the target size,
+and commit the new objects and the deletes of the sources in one commit.
+
+Run it under the pool's maintenance lock and plan *after* taking the lock (a compaction that
+waited must not act on a stale plan). The commit re-checks that every source is still live: a
+concurrent delete (or revert, or a compaction that slipped past a lost lock) makes it fail with
+a conflict and remove the objects it wrote, so rows are never resurrected or duplicated. Loads
+racing a compaction never conflict: they only add objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core.commit import Commit
+from lake_core.errors import NotFoundError
+from lake_core.maintenance.policy import (
+    PLAN_SIZE_TAG,
+    CompactionRun,
+    SpanOrder,
+    key_lt,
+    plan_compaction,
+    planned_size,
+    span,
+)
+from lake_core.objects import ObjectMeta, data_key
+from lake_core.pool import MAIN, Pool
+from lake_core.reader import open_object
+from lake_core.scan import _conform
+from lake_core.writer import WriteOptions, sort_table, write_objects
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What a compaction did; ``commit`` is None when there was nothing to compact."""
+
+    commit: Commit | None
+    runs: int = 0
+    objects_in: int = 0
+    objects_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+def _explicit_runs(pool: Pool, snap_objects: Any, ids: list[str]) -> list[CompactionRun]:
+    missing = [i for i in ids if i not in snap_objects]
+    if missing:
+        raise NotFoundError("object", missing[0], f"not live in pool {pool.name}")
+    by_partition: dict[str | None, list[ObjectMeta]] = {}
+    for i in dict.fromkeys(ids):
+        o = snap_objects[i]
+        by_partition.setdefault(o.partition, []).append(o)
+    runs = [CompactionRun(p, tuple(objs)) for p, objs in by_partition.items() if len(objs) >= 2]
+    return runs
+
+
+def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
+    """The rows of ``run``'s objects, merged in pool-key order (ties in object-id order)."""
+    names = {n for o in run.objects for n in o.columns}
+    run_schema = pa.schema([f for f in schema if f.name in names])
+    parts = []
+    for o in sorted(run.objects, key=lambda o: o.id):
+        table = open_object(pool.store, data_key(pool.id, o.id), o.size).file.read()
+        parts.append(_conform(table, run_schema))
+    return sort_table(pa.concat_tables(parts), pool.config.key)
+
+
+def compact(
+    pool: Pool,
+    branch: str = MAIN,
+    object_ids: list[str] | None = None,
+    *,
+    guard: Callable[[], None] | None = None,
+    author: str | None = None,
+    message: str = "",
+    on_run: Callable[[int, int, CompactionRun], None] | None = None,
+) -> CompactionResult:
+    """Compact ``object_ids`` (merged together per partition), or what the policy picks."""
+    snap = pool.snapshot(pool.tip(branch))
+    target = pool.config.target_size
+    if object_ids:
+        runs = _explicit_runs(pool, snap.objects, object_ids)
+    else:
+        runs = plan_compaction(list(snap.objects.values()), pool.config.key.fields, target)
+    if not runs:
+        return CompactionResult(None)
+    schema = snap.schema or pa.schema([])
+    options = WriteOptions(target, pool.config.seek_stride)
+    adds: list[ObjectMeta] = []
+    deletes: list[str] = []
+    try:
+        for i, run in enumerate(runs):
+            if on_run is not None:
+                on_run(i, len(runs), run)
+            table = merge_run(pool, run, schema)
+            written = write_objects(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key,
+                options,
+                presorted=True,
+                clock=pool.clock,
+                partition=run.partition,
+            )
+            # Record the size each output stands for, so the policy sees the same sums next
+            # time and reaches a fixpoint (see policy.py).
+            plan = run.size if len(written) == 1 else target
+            adds += [replace(o, tags={**o.tags, PLAN_SIZE_TAG: str(plan)}) for o in written]
+            deletes += [o.id for o in run.objects]
+        bytes_in = sum(o.size for r in runs for o in r.objects)
+        bytes_out = sum(o.size for o in adds)
+        stats = {
+            "runs": len(runs),
+            "objects_in": len(deletes),
+            "objects_out": len(adds),
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
+        }
+        commit = pool.commit(
+            branch,
+            adds,
+            deletes,
+            author=author,
+            guard=guard,
+            message=message or f"compacted {len(deletes)} objects into {len(adds)}",
+            meta={"compaction": stats},
+            extra={"kind": "compaction"},
+        )
+    except BaseException:
+        pool.discard_objects(adds)
+        raise
+    return CompactionResult(commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out)
+
+
+@dataclass(frozen=True)
+class Fragmentation:
+    """How far a branch is from compacted: what the policy would do, and what it cost so far."""
+
+    objects: int
+    overlapping_objects: int
+    small_objects: int
+    pending_runs: int
+    write_amplification: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "objects": self.objects,
+            "overlapping_objects": self.overlapping_objects,
+            "small_objects": self.small_objects,
+            "pending_runs": self.pending_runs,
+            "write_amplification": round(self.write_amplification, 3),
+        }
+
+
+def fragmentation(pool: Pool, branch: str = MAIN) -> Fragmentation:
+    """Overlap and small-object counts of the live set (an object is small below half the
+    target), the runs a compaction would do, and write amplification over the retained log
+    (bytes written by loads and compactions ÷ bytes loaded)."""
+    snap = pool.snapshot(pool.tip(branch))
+    objs = list(snap.objects.values())
+    fields = pool.config.key.fields
+    overlapping = set()
+    by_partition: dict[str | None, list[ObjectMeta]] = {}
+    for o in objs:
+        by_partition.setdefault(o.partition, []).append(o)
+    for group in by_partition.values():
+        spans = sorted(((span(o, fields), o.id) for o in group), key=lambda s: SpanOrder(s[0][0]))
+        end: Any = None
+        prev_id = None
+        for (lo, hi), oid in spans:
+            if prev_id is not None and not key_lt(end, lo):
+                overlapping.update({oid, prev_id})
+            end = hi if end is None or key_lt(end, hi) else end
+            prev_id = oid
+    small = sum(1 for o in objs if planned_size(o) < pool.config.target_size // 2)
+    runs = plan_compaction(objs, fields, pool.config.target_size)
+    loaded = rewritten = 0
+    for c in pool.log(branch):
+        added = sum(o.size for o in c.adds())
+        if c.extra.get("kind") == "compaction":
+            rewritten += added
+        else:
+            loaded += added
+    wa = (loaded + rewritten) / loaded if loaded else 1.0
+    return Fragmentation(len(objs), len(overlapping), small, len(runs), wa)
