@@ -251,3 +251,22 @@ class LockServiceUnavailableError(LockError):
         self.detail = f"ZooKeeper at {hosts} cannot be reached: {reason}"
         self.hosts = hosts
         self.reason = reason
+
+
+class CatalogConflictError(CommitConflictError):
+    """A catalog transaction changes an object (pool, namespace, view, index rule) that a
+    concurrent catalog commit changed or dropped; nothing was committed."""
+
+
+class NotEmptyError(LakeError):
+    """A container (a catalog namespace) still holds objects and cannot be dropped."""
+
+    def __init__(self, kind: str, name: str, detail: str = "") -> None:
+        super().__init__(kind, name, detail)
+        self.kind = kind
+        self.name = name
+        self.detail = detail
+
+    def __str__(self) -> str:
+        msg = f"{self.kind} {self.name!r} is not empty"
+        return f"{msg}: {self.detail}" if self.detail else msg

@@ -1,0 +1,127 @@
+"""The lake's pool registry, kept in the catalog: pools are the catalog's tables.
+
+A pool ``NS.NAME`` is the table ``NAME`` in namespace ``NS`` (a bare name is in ``default``);
+its namespace is created on first use. Its settings are its ``TableDef`` and round-trip
+exactly: id, key fields and order, target size, seek stride, partitioning, creation time
+(microseconds), layout.
+"""
+
+from __future__ import annotations
+
+import builtins
+from datetime import UTC, datetime, timedelta
+
+from lake_core.catalog.catalog import Catalog
+from lake_core.catalog.keys import ObjectRef
+from lake_core.catalog.proto import objects_pb2
+from lake_core.catalog.state import Snapshot
+from lake_core.config import LakeConfig
+from lake_core.errors import CorruptObjectError, NotFoundError, PoolNotFoundError
+from lake_core.keys import PoolKey
+from lake_core.names import PoolName
+from lake_core.registry import PoolConfig, PoolRegistry
+from lake_core.stores.base import ObjectStore
+
+POOL_FORMAT_VERSION = 1
+DEFAULT_LAYOUT = "sorted"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
+
+
+def _micros(t: datetime) -> int:
+    aware = t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return (aware - _EPOCH) // timedelta(microseconds=1)
+
+
+def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
+    """A pool's settings as its catalog definition."""
+    definition = objects_pb2.TableDef(
+        id=config.id,
+        key_fields=list(config.key.fields),
+        key_order=_ORDERS[config.key.order],
+        target_size=config.target_size,
+        seek_stride=config.seek_stride,
+        layout=objects_pb2.PoolLayout(kind=DEFAULT_LAYOUT),
+        format_version=POOL_FORMAT_VERSION,
+    )
+    if config.partition_by is not None:
+        definition.partition_by = config.partition_by
+    if config.created is not None:
+        definition.created_at_micros = _micros(config.created)
+    return definition
+
+
+def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConfig:
+    """The settings a pool's catalog definition holds."""
+    orders = {v: k for k, v in _ORDERS.items()}
+    if definition.key_order not in orders or not definition.key_fields:
+        raise CorruptObjectError(f"pool {ref.display}", "its definition has no valid key")
+    created = (
+        _EPOCH + timedelta(microseconds=definition.created_at_micros)
+        if definition.HasField("created_at_micros")
+        else None
+    )
+    return PoolConfig(
+        id=definition.id,
+        name=PoolName(ref.namespace, ref.name),
+        key=PoolKey(tuple(definition.key_fields), orders[definition.key_order]),
+        target_size=int(definition.target_size),
+        seek_stride=int(definition.seek_stride),
+        partition_by=definition.partition_by if definition.HasField("partition_by") else None,
+        created=created,
+    )
+
+
+class CatalogPoolRegistry(PoolRegistry):
+    """Pools as catalog tables. Every call reads the latest catalog version; changes are one
+    catalog transaction each (racing changes are replayed or refused per the catalog's rules)."""
+
+    def __init__(self, store: ObjectStore, config: LakeConfig, catalog: Catalog | None = None):
+        self.catalog = catalog or Catalog.for_lake(store, config)
+
+    def _latest(self) -> Snapshot | None:
+        try:
+            return self.catalog.snapshot()
+        except NotFoundError:
+            return None  # a lake made before its catalog: no pools yet
+
+    def get(self, name: PoolName) -> PoolConfig:
+        snap = self._latest()
+        definition = None if snap is None else snap.state.pool(name.namespace, name.name)
+        if definition is None:
+            raise PoolNotFoundError(str(name))
+        return pool_config_of(ObjectRef(objects_pb2.TABLE, name.namespace, name.name), definition)
+
+    def list(self) -> list[PoolConfig]:
+        snap = self._latest()
+        return [] if snap is None else self.list_at(snap)
+
+    @staticmethod
+    def list_at(snapshot: Snapshot) -> builtins.list[PoolConfig]:
+        """Every pool of one catalog version, sorted by name."""
+        pools = [pool_config_of(ref, d) for ref, d in snapshot.state.pools()]
+        return sorted(pools, key=lambda p: p.name)
+
+    def create(self, config: PoolConfig) -> None:
+        txn = self.catalog.begin()
+        txn.create_namespace(config.name.namespace, if_not_exists=True)
+        txn.create_pool(config.name.namespace, config.name.name, table_def_of(config))
+        txn.commit()
+
+    def alter(self, config: PoolConfig) -> int:
+        """Replace the settings of pool ``config.name`` (its id must not change); returns the
+        catalog version. Raises PoolNotFoundError, CatalogConflictError."""
+        txn = self.catalog.begin()
+        current = txn.state.pool(config.name.namespace, config.name.name)
+        if current is None:
+            raise PoolNotFoundError(str(config.name))
+        if current.id != config.id:
+            raise PoolNotFoundError(str(config.name), f"it is pool {current.id}, not {config.id}")
+        txn.alter_pool(config.name.namespace, config.name.name, table_def_of(config))
+        return txn.commit()
+
+    def drop(self, name: PoolName) -> PoolConfig:
+        txn = self.catalog.begin()
+        definition = txn.drop_pool(name.namespace, name.name)
+        txn.commit()
+        return pool_config_of(ObjectRef(objects_pb2.TABLE, name.namespace, name.name), definition)
