@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from lake_core.catalog.defs import (
@@ -82,9 +82,7 @@ class Catalog:
 
     # -- creation --------------------------------------------------------------------------
 
-    def initialize(
-        self, *, order: int | None = None, max_name_bytes: int = MAX_NAME_BYTES
-    ) -> bool:
+    def initialize(self, *, order: int | None = None, max_name_bytes: int = MAX_NAME_BYTES) -> bool:
         """Write version 0 (an empty tree) if no catalog exists. True if this call created
         it; False if it existed (also when a racing creator won)."""
         if self.files.exists(version_path(0)):
@@ -204,8 +202,14 @@ class Catalog:
         millis = int(when.timestamp() * 1000)
         latest = self.latest_version()
         lo = self.oldest_version()
-        if latest is None or self.files.read_root(lo).created_at_millis > millis:
+        if latest is None:
             raise NotFoundError("catalog version", f"at or before {to_iso(when)}")
+        first = self.files.read_root(lo).created_at_millis
+        if first > millis:
+            since = to_iso(datetime.fromtimestamp(first / 1000, UTC))
+            raise NotFoundError(
+                "catalog version", f"at or before {to_iso(when)}", f"the first is from {since}"
+            )
         hi = latest + 1  # lo qualifies; hi does not (or is past the end)
         while hi - lo > 1:
             mid = (lo + hi) // 2

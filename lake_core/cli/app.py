@@ -25,6 +25,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lake_core.cli import catalog_commands as cc
     from lake_core.cli import commands as c
 
     p = _Parser(
@@ -82,8 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--target-size", default="128MB", metavar="SIZE")
     sp.add_argument("--seek-stride", default="4MB", metavar="SIZE", help=argparse.SUPPRESS)
 
-    sp = cmd("ls", c.cmd_ls, "list pools", "  lake ls\n  lake ls -f json\n")
+    sp = cmd(
+        "ls",
+        c.cmd_ls,
+        "list pools (now, or at a catalog version or time)",
+        "  lake ls\n  lake ls -f json\n  lake ls --at-version 12\n  lake ls --as-of 2026-01-05T10:00:00Z\n",
+    )
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
+    cc.add_ls_time_travel(sp)
 
     sp = cmd(
         "drop",
@@ -233,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("commit", metavar="COMMIT-ID")
     commit_flags(sp)
     _add_maintenance(cmd)
+    cc.add_catalog_commands(sub, cmd)
     return p
 
 

@@ -76,6 +76,8 @@ def cmd_create(args: argparse.Namespace) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> None:
+    from lake_core.cli.catalog_commands import pools_for_ls
+
     rows = [
         {
             "name": str(p.name),
@@ -85,7 +87,7 @@ def cmd_ls(args: argparse.Namespace) -> None:
             "target_size": p.target_size,
             "created": p.created,
         }
-        for p in _lake(args).pools()
+        for p in pools_for_ls(_lake(args), args)
     ]
     write_records(
         rows, args.format, columns=["name", "id", "key", "order", "target_size", "created"]
