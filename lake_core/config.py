@@ -31,6 +31,9 @@ class LakeConfig:
     uri: str
     zookeeper: str | None = None
     user: str = "lake"
+    #: False for an object store without conditional writes: journal appends then take the
+    #: pool's journal lock (ZooKeeper) instead of relying on put-if-missing.
+    conditional_writes: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     clock: Clock = SYSTEM_CLOCK
 
@@ -42,17 +45,21 @@ class LakeConfig:
         user: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> LakeConfig:
-        """Flags first, then ``LAKE_ROOT`` / ``LAKE_ZOOKEEPER`` / ``LAKE_USER``, then defaults."""
+        """Flags first, then ``LAKE_ROOT`` / ``LAKE_ZOOKEEPER`` / ``LAKE_USER`` /
+        ``LAKE_CONDITIONAL_WRITES`` (``false`` for a store without If-None-Match), then
+        defaults."""
         env = os.environ if env is None else env
         from lake_core.errors import UsageError
 
         resolved_uri = uri or env.get("LAKE_ROOT") or ""
         if not resolved_uri:
             raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
+        conditional = env.get("LAKE_CONDITIONAL_WRITES", "true").strip().lower()
         return cls(
             uri=resolved_uri,
             zookeeper=zookeeper or env.get("LAKE_ZOOKEEPER") or None,
             user=user or env.get("LAKE_USER") or _default_user(),
+            conditional_writes=conditional not in ("0", "false", "no", "off"),
         )
 
 

@@ -19,7 +19,8 @@ append and the HEAD update leaves a committed entry that the next reader finds b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
@@ -27,7 +28,12 @@ from typing import Any
 
 from lake_core.clock import SYSTEM_CLOCK, Clock, parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
-from lake_core.errors import CorruptObjectError, HistoryVacatedError, ObjectNotFoundError
+from lake_core.errors import (
+    CorruptObjectError,
+    HistoryVacatedError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+)
 from lake_core.stores.base import ObjectStore
 
 JOURNAL_FORMAT = "lakepool.journal"
@@ -60,10 +66,19 @@ def apply_actions(state: Mapping[str, Any], actions: list[dict[str, Any]]) -> di
 class Journal:
     """One journal rooted at ``prefix`` (e.g. ``pools/<id>/branches``) in ``store``."""
 
-    def __init__(self, store: ObjectStore, prefix: str, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        prefix: str,
+        clock: Clock = SYSTEM_CLOCK,
+        append_lock: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.store = store
         self.prefix = prefix.rstrip("/")
         self.clock = clock
+        #: For a store without conditional writes: a lock (Zed's third strategy) held around
+        #: "is N+1 free? write it", which put-if-missing otherwise does atomically.
+        self.append_lock = append_lock
 
     def entry_key(self, n: int) -> str:
         return f"{self.prefix}/{n}.json"
@@ -177,7 +192,16 @@ class Journal:
             JOURNAL_VERSION,
             {"n": n, "ts": to_iso(now), "actions": actions, "state": state},
         )
-        self.store.put_if_missing(self.entry_key(n), data)
+        if self.append_lock is None:
+            self.store.put_if_missing(self.entry_key(n), data)
+        else:
+            with self.append_lock() as held:
+                if self.store.exists(self.entry_key(n)):
+                    raise ObjectExistsError(self.entry_key(n))
+                check = getattr(held, "check", None)
+                if check is not None:
+                    check()  # a lost lock must not write
+                self.store.put(self.entry_key(n), data)
         entry = JournalEntry(n, now, MappingProxyType(state), tuple(actions))
         try:
             self.store.put(self.head_key, str(n).encode("ascii"))

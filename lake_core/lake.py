@@ -6,6 +6,8 @@ put-if-missing, so two racing ``init``s cannot both succeed.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lake_core.catalog import Catalog, CatalogPoolRegistry
 from lake_core.clock import to_iso
 from lake_core.codec import decode_doc, encode_doc
@@ -39,6 +41,7 @@ class Lake:
         self.store = store
         self.config = config
         self.id = lake_id
+        self._journal_locks: LockProvider | None = None
         pools = CatalogPoolRegistry(store, config)
         #: The Olympia catalog at ``<lake>/catalog/``: pools, namespaces, views, index rules.
         self.catalog: Catalog = pools.catalog
@@ -48,7 +51,7 @@ class Lake:
     def init(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
         """Create a lake at ``config.uri``. Raises AlreadyExistsError if one is there."""
         config = LakeConfig(uri=config) if isinstance(config, str) else config
-        store = store or open_store(config.uri)
+        store = store or open_store(config.uri, config.conditional_writes)
         lake_id = new_id(config.clock)
         marker = encode_doc(
             LAKE_FORMAT, LAKE_VERSION, {"id": lake_id, "created": to_iso(config.clock.now())}
@@ -65,7 +68,7 @@ class Lake:
     def open(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
         """Open the lake at ``config.uri``. Raises NotFoundError if there is none."""
         config = LakeConfig(uri=config) if isinstance(config, str) else config
-        store = store or open_store(config.uri)
+        store = store or open_store(config.uri, config.conditional_writes)
         try:
             data = store.get(MARKER_KEY)
         except ObjectNotFoundError:
@@ -98,7 +101,7 @@ class Lake:
             partition_by=partition_by,
             created=self.config.clock.now(),
         )
-        pool = Pool(self.store, pool_config, self.config)
+        pool = self._open_pool(pool_config)
         # The pool's journal exists before its name does: a reader that finds the name always
         # finds a usable pool. A crash between the two leaves an unnamed directory (an orphan).
         pool.initialize()
@@ -107,7 +110,21 @@ class Lake:
 
     def pool(self, name: str) -> Pool:
         """The pool called ``name``. Raises PoolNotFoundError."""
-        return Pool(self.store, self.registry.get(PoolName.parse(name)), self.config)
+        return self._open_pool(self.registry.get(PoolName.parse(name)))
+
+    def _open_pool(self, config: PoolConfig) -> Pool:
+        if self.config.conditional_writes:
+            return Pool(self.store, config, self.config)
+        # No conditional writes: every journal append holds the pool's journal lock (Zed's
+        # lock-service strategy). Without ZooKeeper that is a file lock: one machine only.
+        if self._journal_locks is None:
+            self._journal_locks = self.locks()
+        locks = self._journal_locks
+
+        def journal_lock() -> Any:
+            return locks.journal_lock(config.id, timeout=120)
+
+        return Pool(self.store, config, self.config, journal_lock)
 
     def pools(self) -> list[PoolConfig]:
         return self.registry.list()

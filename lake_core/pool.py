@@ -22,11 +22,13 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
+from lake_core.clock import parse_iso, to_iso
 from lake_core.commit import (
     SNAPSHOT_INTERVAL,
     Add,
@@ -35,7 +37,6 @@ from lake_core.commit import (
     commit_key,
     snapshot_key,
 )
-from lake_core.clock import parse_iso, to_iso
 from lake_core.config import LakeConfig
 from lake_core.errors import (
     AlreadyExistsError,
@@ -92,12 +93,18 @@ class _LRU(OrderedDict[str, Any]):
 class Pool:
     """One pool of a lake. Cheap to construct; caches immutable commits and snapshots."""
 
-    def __init__(self, store: ObjectStore, config: PoolConfig, lake_config: LakeConfig) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        config: PoolConfig,
+        lake_config: LakeConfig,
+        journal_lock: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.store = store
         self.config = config
         self.lake_config = lake_config
         self.clock = lake_config.clock
-        self.journal = Journal(store, f"pools/{config.id}/branches", self.clock)
+        self.journal = Journal(store, f"pools/{config.id}/branches", self.clock, journal_lock)
         self._commits = _LRU(_CACHE_COMMITS)
         self._snapshots = _LRU(_CACHE_SNAPSHOTS)
         self._rng = random.Random()

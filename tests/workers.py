@@ -55,3 +55,15 @@ def crash_writer(uri: str, pool: str, worker: int) -> None:
 
 if __name__ == "__main__":
     crash_writer(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+
+
+def commit_loads_locked(
+    uri: str, zk: str, pool: str, worker: int, loads: int, start: Any, out: Any
+) -> None:
+    """Like commit_loads, on a store without conditional writes: journal appends take the
+    pool's ZooKeeper journal lock."""
+    lake = Lake.open(LakeConfig(uri=uri, zookeeper=zk, user=f"w{worker}", conditional_writes=False))
+    p = lake.pool(pool)
+    start.wait()
+    ids = [load(p, [rows_for(worker, i)]).id for i in range(loads)]
+    out.put((worker, ids))

@@ -11,14 +11,16 @@ from lake_core.errors import UsageError
 from lake_core.stores.base import ObjectStore
 
 
-def open_store(uri: str) -> ObjectStore:
-    """The store for ``uri``. Raises UsageError for an unsupported scheme."""
+def open_store(uri: str, conditional_writes: bool = True) -> ObjectStore:
+    """The store for ``uri``. Raises UsageError for an unsupported scheme.
+    ``conditional_writes=False`` is for S3 look-alikes without ``If-None-Match`` (local disk
+    always has an atomic exclusive create)."""
     if not uri:
         raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
     if uri.startswith("s3://"):
         from lake_core.stores.s3 import S3ObjectStore
 
-        return S3ObjectStore.from_uri(uri)
+        return S3ObjectStore.from_uri(uri, conditional_writes)
     from lake_core.stores.local import LocalObjectStore
 
     if uri.startswith("file://"):

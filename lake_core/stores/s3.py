@@ -44,8 +44,14 @@ def _status(err: ClientError) -> int:
 class S3ObjectStore(ObjectStore):
     """Objects under ``s3://bucket/prefix``. One boto3 client per store (thread-safe)."""
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+    def __init__(
+        self, bucket: str, prefix: str = "", client: Any = None, conditional_writes: bool = True
+    ) -> None:
         self.bucket = bucket
+        #: False for a store without ``If-None-Match`` (some S3 look-alikes): ``put_if_missing``
+        #: then checks and writes, which is atomic only for names nobody else writes (KSUIDs)
+        #: or under a lock; the lake serialises journal appends with a ZooKeeper lock then.
+        self.conditional_writes = conditional_writes
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self._client: S3Client = client or boto3.client(
@@ -54,12 +60,12 @@ class S3ObjectStore(ObjectStore):
         )
 
     @classmethod
-    def from_uri(cls, uri: str) -> S3ObjectStore:
+    def from_uri(cls, uri: str, conditional_writes: bool = True) -> S3ObjectStore:
         rest = uri[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise ObjectStoreError(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
-        return cls(bucket, prefix)
+        return cls(bucket, prefix, conditional_writes=conditional_writes)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -127,6 +133,11 @@ class S3ObjectStore(ObjectStore):
             raise self._error(key, e) from None
 
     def put_if_missing(self, key: str, data: bytes) -> None:
+        if not self.conditional_writes:
+            if self.exists(key):
+                raise ObjectExistsError(key)
+            self.put(key, data)
+            return
         for attempt in range(_CONFLICT_RETRIES):
             try:
                 self._client.put_object(
