@@ -97,9 +97,7 @@ def apply(state: CatalogState, action: ActionDef) -> tuple[CatalogState, ActionD
     first use that already exists). Raises AlreadyExistsError, NotFoundError, NotEmptyError."""
     if action.type == T.CATALOG_EXPORT:
         catalog_def = state.files.read_def(objects_pb2.CatalogDef, action.def_path)
-        return dc_replace(
-            state, catalog_def=catalog_def, catalog_def_path=action.def_path
-        ), action
+        return dc_replace(state, catalog_def=catalog_def, catalog_def_path=action.def_path), action
     ref = object_ref(action)
     if ref is None:
         raise ValueError(f"{T.ActionType.Name(action.type)} cannot be applied to a tree")

@@ -204,63 +204,6 @@ def _rebalance(parent: Node, i: int, order: int, load: Loader) -> Node:
     )
 
 
-def build(items: list[tuple[str, str]], order: int) -> Node:
-    """A tree of sorted, distinct ``items`` built bottom-up in one pass (the bulk path). Nodes
-    are filled to about three quarters so that later inserts rarely split at once; the tree
-    keeps every invariant above, and holds what inserting the items one by one would."""
-    if order < MIN_ORDER:
-        raise ValueError(f"a B-tree order is at least {MIN_ORDER}, not {order}")
-    if any(items[k][0] >= items[k + 1][0] for k in range(len(items) - 1)):
-        raise ValueError("bulk build needs sorted, distinct keys")
-    if len(items) < order:
-        return Node(tuple(k for k, _ in items), tuple(v for _, v in items))
-    least = min_keys(order)
-    target = max(least + 1, (3 * (order - 1)) // 4)
-    n = len(items)
-    sizes = _even(n, -(-(n + 1) // (target + 1)), least, order - 1, separated=True)
-    level: list[Node] = []
-    seps: list[tuple[str, str]] = []
-    pos = 0
-    for g, size in enumerate(sizes):
-        chunk = items[pos : pos + size]
-        level.append(Node(tuple(k for k, _ in chunk), tuple(v for _, v in chunk)))
-        pos += size
-        if g < len(sizes) - 1:
-            seps.append(items[pos])
-            pos += 1
-    while len(level) > order:
-        sizes = _even(len(level), -(-len(level) // (target + 1)), least + 1, order)
-        parents: list[Node] = []
-        up: list[tuple[str, str]] = []
-        pos = 0
-        for g, size in enumerate(sizes):
-            keys = seps[pos : pos + size - 1]
-            kids: tuple[Child, ...] = tuple(level[pos : pos + size])
-            parents.append(Node(tuple(k for k, _ in keys), tuple(v for _, v in keys), kids))
-            if g < len(sizes) - 1:
-                up.append(seps[pos + size - 1])
-            pos += size
-        level, seps = parents, up
-    if len(level) == 1:
-        return level[0]
-    return Node(tuple(k for k, _ in seps), tuple(v for _, v in seps), tuple(level))
-
-
-def _even(total: int, groups: int, lo: int, hi: int, separated: bool = False) -> list[int]:
-    """Sizes of ``groups`` near-equal groups of ``total`` (less one separator between each
-    two groups if ``separated``), each within ``[lo, hi]``; fewer groups if they would be
-    too small."""
-    while True:
-        room = total - (groups - 1) if separated else total
-        base, extra = divmod(room, groups)
-        sizes = [base + (1 if g < extra else 0) for g in range(groups)]
-        if min(sizes) >= lo or groups == 1:
-            if max(sizes) > hi:
-                raise AssertionError(f"bulk build cannot fit {total} in [{lo}, {hi}]")
-            return sizes
-        groups -= 1
-
-
 @dataclass(frozen=True)
 class Shape:
     """What :func:`check` found: depth (1 for a lone root), number of keys, number of nodes."""

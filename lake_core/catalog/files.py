@@ -59,7 +59,10 @@ class CatalogFiles:
     """Files under ``prefix`` (``catalog`` in a lake; empty for an exported catalog)."""
 
     def __init__(
-        self, store: ObjectStore, prefix: str = "catalog", cache_entries: int = DEFAULT_CACHE_ENTRIES
+        self,
+        store: ObjectStore,
+        prefix: str = "catalog",
+        cache_entries: int = DEFAULT_CACHE_ENTRIES,
     ) -> None:
         self.store = store
         self.prefix = prefix.strip("/")

@@ -36,7 +36,12 @@ ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-"
 TYPE_ID_CHARS = 4
 
 #: Words for messages and for ``lake catalog log``.
-KIND: dict[int, str] = {NAMESPACE: "namespace", TABLE: "pool", VIEW: "view", INDEX_RULE: "index rule"}
+KIND: dict[int, str] = {
+    NAMESPACE: "namespace",
+    TABLE: "pool",
+    VIEW: "view",
+    INDEX_RULE: "index rule",
+}
 
 
 def encode_type_id(type_id: int) -> str:
@@ -107,8 +112,8 @@ class ObjectRef:
     def __post_init__(self) -> None:
         if self.type not in KIND:
             raise ValueError(f"object type {self.type} has no key")
-        if (self.type == NAMESPACE) != (self.name == ""):
-            raise ValueError("a namespace has no object name; other objects need one")
+        if self.type == NAMESPACE and self.name:
+            raise ValueError("a namespace has no object name")
 
     @property
     def kind(self) -> str:

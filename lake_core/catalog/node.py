@@ -107,9 +107,7 @@ class RootFile:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def _rows(
-    system: list[tuple[str, str]], node: Node, tail: list[tuple[str, str]]
-) -> pa.RecordBatch:
+def _rows(system: list[tuple[str, str]], node: Node, tail: list[tuple[str, str]]) -> pa.RecordBatch:
     if any(isinstance(c, Node) for c in node.children):
         raise ValueError("a node is written after its children, which must have paths by then")
     children: list[str | None] = [str(c) for c in node.children] or [None] * (len(node.keys) + 1)
@@ -246,9 +244,7 @@ def decode_root(path: str, data: bytes) -> RootFile:
     rows = parsed.tail[:n_actions]
     if len(rows) < n_actions or any(not k or v is None for k, v in rows):
         raise CorruptObjectError(path, f"n_actions is {n_actions} but the action rows differ")
-    actions = tuple(
-        Action(k, decode_action(path, str(v))) for k, v in rows
-    )
+    actions = tuple(Action(k, decode_action(path, str(v))) for k, v in rows)
     extra = {k: v for k, v in s.items() if k not in SYSTEM_KEYS}
     return RootFile(
         tree=parsed.tree,

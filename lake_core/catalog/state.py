@@ -73,7 +73,9 @@ class CatalogState:
     def exists(self, ref: ObjectRef) -> bool:
         return self.def_path(ref) is not None
 
-    def entries(self, object_type: int, namespace: str | None = None) -> list[tuple[ObjectRef, str]]:
+    def entries(
+        self, object_type: int, namespace: str | None = None
+    ) -> list[tuple[ObjectRef, str]]:
         """``(object, definition path)`` of one type (in one namespace), in key order."""
         if namespace is None:
             lo, hi = type_range(object_type)
@@ -81,7 +83,8 @@ class CatalogState:
             lo, hi = namespace_range(object_type, namespace, self.widths)
         widths = self.widths
         return [
-            (parse_key(k, widths), v) for k, v in btree.scan(self.tree, self.files.read_node, lo, hi)
+            (parse_key(k, widths), v)
+            for k, v in btree.scan(self.tree, self.files.read_node, lo, hi)
         ]
 
     def all_entries(self) -> list[tuple[str, str]]:

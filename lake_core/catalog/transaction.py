@@ -84,9 +84,7 @@ class Transaction:
         self.base = base
         self.state: CatalogState = base.state
         self.id = transaction_id or str(uuid.uuid4())
-        self.began_at_millis = (
-            catalog.now_millis() if began_at_millis is None else began_at_millis
-        )
+        self.began_at_millis = catalog.now_millis() if began_at_millis is None else began_at_millis
         #: What was asked, replayed on a newer root after a lost race.
         self.intents: list[ActionDef] = []
         #: What was done to ``state`` (no-ops left out); recorded in the committed root.
@@ -151,6 +149,20 @@ class Transaction:
         """Raises AlreadyExistsError, or NotFoundError if the namespace does not exist."""
         ref = ObjectRef(TABLE, namespace, name)
         self._perform(make(T.TABLE_CREATE, ref, self._write_def(ref, definition)))
+
+    def create_pools(self, pools: list[tuple[str, str, objects_pb2.TableDef]]) -> None:
+        """The bulk path: create many pools, their definition files written in parallel.
+        Their namespaces must exist (or be created in this transaction first)."""
+        refs = [ObjectRef(TABLE, ns, name) for ns, name, _ in pools]
+        for ref in refs:
+            self.state.key(ref)
+        paths = [object_def_path(ref) for ref in refs]
+        self.catalog.files.write_many(
+            (path, encode_def(d)) for path, (_, _, d) in zip(paths, pools, strict=True)
+        )
+        self._written.extend(paths)
+        for ref, path in zip(refs, paths, strict=True):
+            self._perform(make(T.TABLE_CREATE, ref, path))
 
     def alter_pool(self, namespace: str, name: str, definition: objects_pb2.TableDef) -> None:
         """Point the pool at a new definition. Raises PoolNotFoundError."""
