@@ -92,6 +92,7 @@ class Transaction:
         self._written: list[str] = []
         self._rollback: _Rollback | None = None
         self.committed_version: int | None = None
+        self._saved = False
         self._rng = catalog.rng
 
     # -- changes -------------------------------------------------------------------------
@@ -327,7 +328,8 @@ class Transaction:
         self.catalog.files.write_hint(LATEST_HINT, version)
         used = {a.def_path for a in self.actions}
         self.catalog.files.delete_quietly(p for p in self._written if p not in used)
-        self.catalog.files.delete_quietly([dtxn_path(self.id)])
+        if self._saved:
+            self.catalog.files.delete_quietly([dtxn_path(self.id)])
         return version
 
     def abort(self) -> None:
@@ -371,6 +373,7 @@ class Transaction:
             expire_at_millis=self.began_at_millis + ttl if ttl else 0,
         )
         files.store.put(files.key(dtxn_path(self.id)), encode_def(definition))
+        self._saved = True
         return self.id
 
     def _resume(self, running: RootFile) -> None:
@@ -387,6 +390,7 @@ class Transaction:
             if intent.def_path:
                 self._written.append(intent.def_path)
         self.state = state
+        self._saved = True
 
 
 def _restore_actions(ref: ObjectRef, now: str | None, then: str | None) -> list[ActionDef]:
