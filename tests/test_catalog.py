@@ -355,7 +355,10 @@ def test_full_and_minimal_exports(lake: Lake) -> None:
     assert (full.version, minimal.version) == (version, version + 1)
     assert minimal.files == 1 and full.files > 5
     exported = lake.catalog.snapshot().state.catalog_def.exported_snapshots
-    assert exported == {full.destination: version_path(version), "nightly": version_path(version + 1)}
+    assert exported == {
+        full.destination: version_path(version),
+        "nightly": version_path(version + 1),
+    }
     assert lake.catalog.resolve("nightly").version == version + 1
     want = _names(lake)
     for uri in (full_uri, minimal_uri):
