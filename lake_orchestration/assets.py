@@ -1,0 +1,213 @@
+"""Pools as assets: one asset per entry of the pools config.
+
+Materializing an unpartitioned pool ingests landing files into one commit: the files a sensor
+named in the run config, or else every landing file the pool's retained log does not record
+yet. Each ingest commit records its files in ``meta.landing``, which makes a retried or manual
+run skip what is already in (the sensor's run keys are the first guard; this is the second).
+
+A day-partitioned pool is a daily-partitioned asset. Materializing partition D replaces the
+pool's partition D, atomically, with the rows of the landing files of day D
+(``rewrite_partition``): re-running it gives the same rows, so backfills are idempotent. It holds
+the pool's maintenance lock (partition rewrites are maintenance) and the pool's Dagster
+concurrency pool. ``BackfillPolicy.single_run()`` lets one run cover a range of days
+(``dagster asset materialize --select POOL --partition-range A...B``).
+"""
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+
+from lake_core.loading import Source
+from lake_core.maintenance import rewrite_partition
+from lake_core.pool import Pool
+from lake_orchestration.config import PoolSpec
+from lake_orchestration.engine import load_sources
+from lake_orchestration.landing import LandingFile, LandingZone
+from lake_orchestration.metadata import pool_metadata
+from lake_orchestration.resources import LakeResource
+
+GROUP = "lake_pools"
+KIND = "lakepool"
+#: The commit ``meta`` key that records which landing files a commit ingested.
+LANDING_META = "landing"
+
+
+class IngestConfig(dg.Config):  # type: ignore[misc]
+    """Which landing files to ingest (paths relative to the landing zone). Empty: every
+    landing file the pool does not hold yet."""
+
+    files: list[str] = []
+
+
+def asset_key(spec: PoolSpec) -> dg.AssetKey:
+    return dg.AssetKey([spec.asset_name])
+
+
+def daily_partitions(spec: PoolSpec) -> dg.DailyPartitionsDefinition | None:
+    if not spec.daily or spec.partitions is None:
+        return None
+    end = spec.partitions.end
+    return dg.DailyPartitionsDefinition(
+        start_date=spec.partitions.start.isoformat(),
+        end_date=end.isoformat() if end else None,
+    )
+
+
+def ingested_files(pool: Pool, branch: str, location: str) -> set[str]:
+    """Landing paths (of ``location``) that the branch's retained log records as ingested."""
+    out: set[str] = set()
+    for commit in pool.log(branch):
+        meta = commit.meta if isinstance(commit.meta, dict) else {}
+        landing = meta.get(LANDING_META)
+        if isinstance(landing, dict) and landing.get("location") == location:
+            out.update(str(f) for f in landing.get("files", []))
+    return out
+
+
+def _run_meta(context: dg.AssetExecutionContext, zone: LandingZone, files: Sequence[str]) -> Any:
+    return {
+        LANDING_META: {"location": zone.location, "files": list(files)},
+        "dagster": {"run_id": context.run.run_id, "asset": context.asset_key.to_user_string()},
+    }
+
+
+def _sources(lake: LakeResource, zone: LandingZone, files: Sequence[str]) -> list[Source]:
+    if lake.engine == "spark":
+        return [zone.uri(f) for f in files]  # Spark reads them itself, local or S3
+    return [zone.source(f) for f in files]
+
+
+def _description(spec: PoolSpec) -> str:
+    where = f"landing zone {spec.landing}" if spec.landing else "no landing zone"
+    part = f", partitioned by {spec.partition_by}" if spec.partition_by else ""
+    text = f"lake pool {spec.name} (key {spec.pool_key}{part}), fed from {where}"
+    return f"{spec.description}\n\n{text}" if spec.description else text
+
+
+def _definition_metadata(spec: PoolSpec) -> dict[str, Any]:
+    return {
+        "lake/pool": spec.name,
+        "lake/key": str(spec.pool_key),
+        "lake/partition_by": spec.partition_by or "",
+        "lake/landing": spec.landing or "",
+        "lake/formats": ", ".join(spec.formats),
+    }
+
+
+def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
+    """The asset of one pool: daily-partitioned for a day-partitioned pool."""
+    if spec.daily:
+        return _build_daily_asset(spec)
+
+    @dg.asset(
+        key=asset_key(spec),
+        group_name=GROUP,
+        kinds={KIND},
+        description=_description(spec),
+        metadata=_definition_metadata(spec),
+    )
+    def pool_asset(
+        context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource
+    ) -> dg.MaterializeResult:
+        pool = lake.pool(spec, create=True)
+        assert pool is not None
+        zone = lake.landing(spec)
+        if zone is None:
+            raise dg.Failure(f"pool {spec.name} has no landing zone to ingest from")
+        wanted = list(config.files) or [f.path for f in zone.files()]
+        done = ingested_files(pool, spec.branch, zone.location)
+        todo = [f for f in dict.fromkeys(wanted) if f not in done]
+        if len(todo) < len(wanted):
+            context.log.info(f"skipping {len(wanted) - len(todo)} files already in {spec.name}")
+        if not todo:
+            context.log.info("no new landing files: nothing to ingest")
+            return dg.MaterializeResult(
+                metadata={**pool_metadata(pool, spec.branch), "lake/files": 0}
+            )
+        commit = load_sources(
+            lake,
+            pool,
+            _sources(lake, zone, todo),
+            branch=spec.branch,
+            message=f"ingested {len(todo)} landing files (dagster run {context.run.run_id[:8]})",
+            meta=_run_meta(context, zone, todo),
+        )
+        context.log.info(f"{commit.id} committed: {len(todo)} files into {spec.name}")
+        return dg.MaterializeResult(
+            metadata={
+                **pool_metadata(pool, spec.branch, commit),
+                "lake/files": len(todo),
+                "lake/landing_files": dg.MetadataValue.json(todo[:100]),
+            },
+            data_version=dg.DataVersion(commit.id),
+        )
+
+    return pool_asset
+
+
+def files_by_day(files: Sequence[LandingFile]) -> dict[str, list[LandingFile]]:
+    out: dict[str, list[LandingFile]] = {}
+    for f in files:
+        if f.day is not None:
+            out.setdefault(f.day, []).append(f)
+    return out
+
+
+def _build_daily_asset(spec: PoolSpec) -> dg.AssetsDefinition:
+    with warnings.catch_warnings():
+        # backfill_policy is marked beta in 1.13; single-run range backfills need it.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+
+        @dg.asset(
+            key=asset_key(spec),
+            group_name=GROUP,
+            kinds={KIND},
+            description=_description(spec),
+            metadata=_definition_metadata(spec),
+            partitions_def=daily_partitions(spec),
+            backfill_policy=dg.BackfillPolicy.single_run(),
+            pool=spec.concurrency_pool,
+        )
+        def pool_asset(
+            context: dg.AssetExecutionContext, lake: LakeResource
+        ) -> dg.MaterializeResult:
+            pool = lake.pool(spec, create=True)
+            assert pool is not None
+            zone = lake.landing(spec)
+            if zone is None:
+                raise dg.Failure(f"pool {spec.name} has no landing zone to ingest from")
+            days = list(context.partition_keys)
+            by_day = files_by_day(zone.files())
+            commits: dict[str, str] = {}
+            last = None
+            timeout = spec.maintenance.lock_timeout.total_seconds()
+            with lake.maintenance_lock(pool, timeout) as held:
+                for day in days:
+                    files = [f.path for f in by_day.get(day, [])]
+                    if not files:
+                        # No input is not "empty the partition": files may have been archived.
+                        context.log.warning(f"partition {day}: no landing files; left as it is")
+                        continue
+                    last = rewrite_partition(
+                        pool,
+                        day,
+                        [zone.source(f) for f in files],
+                        spec.branch,
+                        guard=held.check,
+                        author=lake.user,
+                        meta=_run_meta(context, zone, files),
+                        message=f"rewrote partition {day} from {len(files)} landing files "
+                        f"(dagster run {context.run.run_id[:8]})",
+                    )
+                    commits[day] = last.id
+                    context.log.info(f"{last.id} committed: partition {day} <- {files}")
+            md = pool_metadata(pool, spec.branch, last, partitions=days)
+            md["lake/partition_commits"] = dg.MetadataValue.json(commits)
+            return dg.MaterializeResult(
+                metadata=md,
+                data_version=dg.DataVersion(last.id) if last is not None else None,
+            )
+
+    return pool_asset

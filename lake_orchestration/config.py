@@ -1,0 +1,237 @@
+"""The pools config: one YAML entry per pool, validated into frozen pydantic models.
+
+A pools file looks like this (see ``lake_orchestration/pools.yaml`` and docs/orchestration.md)::
+
+    pools:
+      - name: flights                 # a lake pool name (NAME or NS.NAME)
+        key: [time_hour]              # pool key fields
+        order: asc                    # asc | desc
+        partition_by: day(time_hour)  # optional; day(...) makes a daily-partitioned asset
+        partitions: {start: 2013-01-01, end: 2014-01-01}   # daily partitions (end exclusive)
+        target_size: 4MB
+        landing: ${LAKE_LANDING:-landing}/flights          # a folder or s3://bucket/prefix
+        formats: [csv]                # input formats the sensor takes (by file extension)
+        sensor: {interval_seconds: 30, running: false, max_files_per_run: 100}
+        maintenance:
+          lock_timeout: 600s
+          compaction: {cron: "0 * * * *", max_overlapping_objects: 8, max_small_objects: 16,
+                       running: false, sensor_running: false}
+          retention: {cron: "0 3 * * *", keep: 30d, grace: 1d, running: false}
+
+``${VAR}`` and ``${VAR:-default}`` are expanded from the environment when the file is read (the
+edge); a relative landing folder is relative to the pools file. Nothing else reads the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from lake_core.ingest.formats import FORMATS
+from lake_core.keys import PoolKey
+from lake_core.names import PoolName
+from lake_core.partitions import PartitionSpec
+from lake_core.units import parse_duration, parse_size
+from lake_core.writer import DEFAULT_TARGET_SIZE
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+#: Asset names: Dagster allows letters, digits and underscores only.
+_ASSET_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SensorPolicy(_Frozen):
+    """How the landing sensor of a pool runs."""
+
+    interval_seconds: int = Field(30, ge=1)
+    #: Sensors start stopped in Dagster unless declared running.
+    running: bool = False
+    max_files_per_run: int = Field(100, ge=1)
+
+
+class CompactionPolicy(_Frozen):
+    """When to compact: on a cron, and when fragmentation passes a threshold."""
+
+    cron: str | None = "0 * * * *"
+    max_overlapping_objects: int = Field(8, ge=0)
+    max_small_objects: int = Field(16, ge=0)
+    #: How often the fragmentation sensor looks (None: no fragmentation sensor).
+    sensor_interval_seconds: int | None = Field(60, ge=1)
+    #: Whether the schedule and the fragmentation sensor start running.
+    running: bool = False
+    sensor_running: bool = False
+
+
+class RetentionPolicy(_Frozen):
+    """Vacate history older than ``keep``, then clean up files tombstoned longer than ``grace``."""
+
+    cron: str | None = "0 3 * * *"
+    keep: timedelta = timedelta(days=30)
+    grace: timedelta = timedelta(days=1)
+    running: bool = False
+
+    @field_validator("keep", "grace", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+
+class MaintenancePolicy(_Frozen):
+    lock_timeout: timedelta = timedelta(minutes=10)
+    compaction: CompactionPolicy = CompactionPolicy()
+    retention: RetentionPolicy = RetentionPolicy()
+
+    @field_validator("lock_timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+
+class Partitions(_Frozen):
+    """The daily partitions of a day-partitioned pool: ``start`` to ``end`` (exclusive; None:
+    up to today)."""
+
+    start: date
+    end: date | None = None
+
+
+class PoolSpec(_Frozen):
+    """One pool of the pools config."""
+
+    name: str
+    key: tuple[str, ...] = ("ts",)
+    order: Literal["asc", "desc"] = "desc"
+    partition_by: str | None = None
+    partitions: Partitions | None = None
+    target_size: int = DEFAULT_TARGET_SIZE
+    landing: str | None = None
+    formats: tuple[str, ...] = ("ndjson", "json", "csv", "parquet", "arrow")
+    branch: str = "main"
+    description: str = ""
+    sensor: SensorPolicy = SensorPolicy()
+    maintenance: MaintenancePolicy = MaintenancePolicy()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        PoolName.parse(v)
+        return v
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _key(cls, v: Any) -> Any:
+        return tuple(f.strip() for f in v.split(",")) if isinstance(v, str) else v
+
+    @field_validator("target_size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return parse_size(v) if isinstance(v, str) else v
+
+    @field_validator("partition_by")
+    @classmethod
+    def _partition_by(cls, v: str | None) -> str | None:
+        return None if v is None else str(PartitionSpec.parse(v))
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [f for f in v if f not in FORMATS or f == "auto"]
+        if bad:
+            raise ValueError(f"unknown format {bad[0]!r}; use {', '.join(FORMATS[1:])}")
+        return v
+
+    @model_validator(mode="after")
+    def _daily(self) -> PoolSpec:
+        if self.daily and self.partitions is None:
+            raise ValueError(
+                f"pool {self.name}: partition_by {self.partition_by} needs "
+                "partitions: {start: YYYY-MM-DD}"
+            )
+        return self
+
+    @property
+    def pool_key(self) -> PoolKey:
+        return PoolKey(self.key, self.order)
+
+    @property
+    def daily(self) -> bool:
+        """True when the pool is partitioned by day: a daily-partitioned asset."""
+        spec = PartitionSpec.parse(self.partition_by) if self.partition_by else None
+        return spec is not None and spec.transform == "day"
+
+    @property
+    def asset_name(self) -> str:
+        """The pool's asset name (and the prefix of its jobs, sensors and schedules):
+        ``flights`` for pool ``flights``, ``sales__orders`` for pool ``sales.orders``."""
+        return _ASSET_NAME.sub("_", self.name.replace(".", "__"))
+
+    @property
+    def concurrency_pool(self) -> str:
+        """The Dagster concurrency pool every maintenance step of this lake pool runs in."""
+        return f"lake/{PoolName.parse(self.name).qualified}"
+
+
+class PoolsConfig(_Frozen):
+    pools: tuple[PoolSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique(self) -> PoolsConfig:
+        seen: set[str] = set()
+        for p in self.pools:
+            if p.asset_name in seen:
+                raise ValueError(f"pool {p.name} appears twice (asset name {p.asset_name})")
+            seen.add(p.asset_name)
+        return self
+
+    def pool(self, name: str) -> PoolSpec:
+        for p in self.pools:
+            if p.name == name or p.asset_name == name:
+                return p
+        raise KeyError(name)
+
+
+def expand_vars(text: str, env: Mapping[str, str]) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` from ``env`` (an unset ``${VAR}`` becomes empty)."""
+    return _VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def _resolve_landing(value: str, base: Path) -> str:
+    if "://" in value:
+        return value.rstrip("/")
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else (base / path).resolve())
+
+
+def parse_pools_config(
+    text: str, base: Path | None = None, env: Mapping[str, str] | None = None
+) -> PoolsConfig:
+    """Validate a pools YAML document; ``base`` anchors relative landing folders."""
+    env = os.environ if env is None else env
+    doc = yaml.safe_load(expand_vars(text, env)) or {}
+    if not isinstance(doc, dict):
+        raise ValueError("a pools config is a mapping with a `pools:` list")
+    base = base or Path.cwd()
+    for entry in doc.get("pools") or []:
+        if isinstance(entry, dict) and entry.get("landing"):
+            entry["landing"] = _resolve_landing(str(entry["landing"]), base)
+    return PoolsConfig.model_validate(doc)
+
+
+def load_pools_config(path: str | Path, env: Mapping[str, str] | None = None) -> PoolsConfig:
+    path = Path(path)
+    return parse_pools_config(path.read_text(), path.parent.resolve(), env)
+
+
+#: The pools config shipped with the code location (the demo's pools).
+DEFAULT_POOLS_FILE = Path(__file__).with_name("pools.yaml")

@@ -1,0 +1,55 @@
+"""The engine seam: where ingest and compaction run.
+
+``local`` calls lake_core in the run's process; ``spark`` calls lake_spark with the resource's
+Spark session (lake_spark is imported only then, so the local engine never starts a JVM).
+Partition rewrites, vacate and cleanup are metadata-heavy and always run locally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lake_core.commit import Commit
+from lake_core.loading import Source, load
+from lake_core.maintenance import CompactionResult, compact
+from lake_core.pool import Pool
+from lake_orchestration.resources import LakeResource
+
+
+def load_sources(
+    lake: LakeResource,
+    pool: Pool,
+    sources: Sequence[Source],
+    *,
+    branch: str,
+    message: str,
+    meta: Any,
+) -> Commit:
+    """Ingest ``sources`` into ``branch`` as one commit."""
+    if lake.engine == "spark":
+        from lake_spark import spark_load
+
+        return spark_load(  # type: ignore[no-any-return]
+            lake.spark_session(),
+            pool,
+            [str(s) for s in sources],
+            branch=branch,
+            author=lake.user,
+            message=message,
+            meta=meta,
+        )
+    return load(pool, sources, branch, author=lake.user, message=message, meta=meta)
+
+
+def compact_pool(
+    lake: LakeResource, pool: Pool, *, branch: str, guard: Callable[[], None]
+) -> CompactionResult:
+    """Compact what the policy picks, committing only while ``guard`` passes."""
+    if lake.engine == "spark":
+        from lake_spark import spark_compact
+
+        return spark_compact(  # type: ignore[no-any-return]
+            lake.spark_session(), pool, branch=branch, guard=guard, author=lake.user
+        )
+    return compact(pool, branch, guard=guard, author=lake.user)

@@ -1,0 +1,187 @@
+"""Maintenance jobs per pool: compaction, and retention (vacate, then cleanup).
+
+Every maintenance op holds the pool's maintenance lock for its whole run (ZooKeeper when the
+lake resource has one) and passes the lock's ``check`` as the commit guard, and runs in the
+pool's Dagster concurrency pool (``lake/NS.NAME``; the instance limits each to one slot). The
+lock is what makes it safe — it also excludes the CLI and other deployments; the concurrency
+pool keeps Dagster from starting work that would only wait for the lock.
+
+Each op reports what it did as an observation of the pool's asset.
+"""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import dagster as dg
+
+from lake_core.clock import parse_iso, to_iso
+from lake_core.maintenance import fragmentation, vacate
+from lake_core.pool import Pool
+from lake_orchestration.assets import asset_key
+from lake_orchestration.config import PoolSpec
+from lake_orchestration.engine import compact_pool
+from lake_orchestration.metadata import live_metadata
+from lake_orchestration.resources import LakeResource
+
+
+class CompactConfig(dg.Config):  # type: ignore[misc]
+    """Seconds to wait for the pool's maintenance lock (default: the pool's policy)."""
+
+    lock_timeout: float | None = None
+
+
+class VacateConfig(dg.Config):  # type: ignore[misc]
+    """Cut history before ``before`` (ISO 8601); empty: now minus the policy's ``keep``."""
+
+    before: str = ""
+    lock_timeout: float | None = None
+
+
+class CleanupConfig(dg.Config):  # type: ignore[misc]
+    """Grace period in seconds (default: the policy's); ``dry_run`` only reports."""
+
+    grace_seconds: float | None = None
+    dry_run: bool = False
+    lock_timeout: float | None = None
+
+
+def compact_job_name(spec: PoolSpec) -> str:
+    return f"compact_{spec.asset_name}"
+
+
+def retention_job_name(spec: PoolSpec) -> str:
+    return f"retention_{spec.asset_name}"
+
+
+def compact_op_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_compact"
+
+
+def vacate_op_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_vacate"
+
+
+def cleanup_op_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_cleanup"
+
+
+def _open(lake: LakeResource, spec: PoolSpec) -> Pool:
+    pool = lake.pool(spec)
+    if pool is None:
+        raise dg.Failure(f"pool {spec.name} does not exist yet (materialize its asset first)")
+    return pool
+
+
+def _timeout(spec: PoolSpec, override: float | None) -> float:
+    return override if override is not None else spec.maintenance.lock_timeout.total_seconds()
+
+
+def _tags(what: str) -> dict[str, str]:
+    return {"lake/maintenance": what}
+
+
+def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
+    key = asset_key(spec)
+
+    @dg.op(name=compact_op_name(spec), pool=spec.concurrency_pool, tags={"kind": "lakepool"})
+    def compact_op(
+        context: dg.OpExecutionContext, config: CompactConfig, lake: LakeResource
+    ) -> dg.Output[Any]:
+        pool = _open(lake, spec)
+        with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
+            # Plan only once the lock is held: a compaction that waited must not use a stale plan.
+            snap = pool.snapshot(pool.tip(spec.branch))
+            before = live_metadata(pool, snap)
+            result = compact_pool(lake, pool, branch=spec.branch, guard=held.check)
+        if result.commit is None:
+            context.log.info(f"{spec.name}: nothing to compact")
+            return dg.Output(None, metadata={"lake/commit": ""})
+        after = live_metadata(pool, pool.snapshot(result.commit.id))
+        md: dict[str, Any] = {
+            "lake/commit": dg.MetadataValue.text(result.commit.id),
+            "lake/runs": result.runs,
+            "lake/objects_before": before["lake/objects"],
+            "lake/objects_after": after["lake/objects"],
+            "lake/bytes_in": result.bytes_in,
+            "lake/bytes_out": result.bytes_out,
+            "dagster/row_count": after["dagster/row_count"],
+            "lake/overlapping_objects": fragmentation(pool, spec.branch).overlapping_objects,
+        }
+        context.log_event(
+            dg.AssetObservation(key, description="compaction", metadata=md, tags=_tags("compact"))
+        )
+        context.log.info(
+            f"{result.commit.id} committed: {result.objects_in} objects into {result.objects_out}"
+        )
+        return dg.Output(result.commit.id, metadata=md)
+
+    @dg.job(
+        name=compact_job_name(spec),
+        description=f"LSM compaction of pool {spec.name} under its maintenance lock",
+        tags={"lake/pool": spec.name},
+    )
+    def compact_job() -> None:
+        compact_op()
+
+    return compact_job
+
+
+def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
+    key = asset_key(spec)
+    policy = spec.maintenance.retention
+
+    @dg.op(name=vacate_op_name(spec), pool=spec.concurrency_pool)
+    def vacate_op(
+        context: dg.OpExecutionContext, config: VacateConfig, lake: LakeResource
+    ) -> dg.Output[str]:
+        before = parse_iso(config.before) if config.before else datetime.now(UTC) - policy.keep
+        pool = _open(lake, spec)
+        with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
+            result = vacate(pool, before, guard=held.check)
+        md = {
+            "lake/vacated_before": to_iso(before),
+            "lake/tails": dg.MetadataValue.json({k: v for k, v in result.tails.items()}),
+        }
+        context.log_event(
+            dg.AssetObservation(key, description="vacate", metadata=md, tags=_tags("vacate"))
+        )
+        context.log.info(f"{spec.name}: history before {to_iso(before)} vacated: {result.tails}")
+        return dg.Output(to_iso(before), metadata=md)
+
+    @dg.op(name=cleanup_op_name(spec), pool=spec.concurrency_pool)
+    def cleanup_op(
+        context: dg.OpExecutionContext, config: CleanupConfig, lake: LakeResource, vacated: str
+    ) -> dg.Output[Any]:
+        try:
+            from lake_core.maintenance.cleanup import cleanup
+        except ImportError:
+            context.log.warning("this lake_core has no cleanup yet: files are kept")
+            return dg.Output(None)
+        grace = (
+            policy.grace
+            if config.grace_seconds is None
+            else timedelta(seconds=config.grace_seconds)
+        )
+        pool = _open(lake, spec)
+        with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
+            result = cleanup(pool, grace, dry_run=config.dry_run, guard=held.check)
+        report = result.to_json() if hasattr(result, "to_json") else {"result": str(result)}
+        md = {f"lake/{k}": v for k, v in report.items() if isinstance(v, int | float | str)}
+        context.log_event(
+            dg.AssetObservation(key, description="cleanup", metadata=md, tags=_tags("cleanup"))
+        )
+        context.log.info(f"{spec.name}: cleanup {report}")
+        return dg.Output(report, metadata=md)
+
+    @dg.job(
+        name=retention_job_name(spec),
+        description=(
+            f"Retention of pool {spec.name}: vacate history older than {policy.keep}, then "
+            f"clean up files tombstoned longer than {policy.grace}"
+        ),
+        tags={"lake/pool": spec.name},
+    )
+    def retention_job() -> None:
+        cleanup_op(vacate_op())
+
+    return retention_job

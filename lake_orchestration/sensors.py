@@ -1,0 +1,248 @@
+"""Sensors: landing-zone ingest per pool, fragmentation-driven compaction per pool, and one
+observer that turns commits made outside Dagster into observations of the pool assets.
+
+The landing sensor's cursor records files, never wall-clock time (a clock or an upload that
+preserves old modification times would make a time cursor skip files):
+
+- ``seen``: path → size of every file already requested (entries of files that left the zone
+  are dropped, so the cursor follows the zone's contents, not its history);
+- ``look``: path → (size, mtime) at the previous tick of files not requested yet.
+
+A file is taken once two consecutive looks agree on its size and modification time, so a file
+still being written is left for a later tick. Run keys derive from the files (and, for a daily
+pool, the day), so a tick replayed after a crash requests nothing new.
+"""
+
+import hashlib
+import json
+from datetime import UTC, date, datetime
+from typing import Any
+
+import dagster as dg
+
+from lake_core.errors import LakeError
+from lake_core.maintenance import fragmentation
+from lake_orchestration.assets import asset_key
+from lake_orchestration.config import PoolsConfig, PoolSpec
+from lake_orchestration.landing import LandingFile
+from lake_orchestration.maintenance import compact_job_name
+from lake_orchestration.metadata import commit_metadata
+from lake_orchestration.resources import LakeResource
+
+CURSOR_VERSION = 1
+#: How many commits the observer reports when it first sees a pool, or after a gap.
+OBSERVE_LIMIT = 50
+_ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def landing_sensor_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_landing"
+
+
+def fragmentation_sensor_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_fragmentation"
+
+
+def ingest_job_name(spec: PoolSpec) -> str:
+    return f"ingest_{spec.asset_name}"
+
+
+OBSERVER_NAME = "lake_commit_observer"
+
+
+def _digest(files: list[LandingFile]) -> str:
+    text = "\n".join(f"{f.path}\t{f.size}" for f in sorted(files, key=lambda f: f.path))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _status(running: bool) -> dg.DefaultSensorStatus:
+    return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
+
+
+def _read_cursor(text: str | None) -> tuple[dict[str, int], dict[str, list[float]]]:
+    if not text:
+        return {}, {}
+    doc = json.loads(text)
+    return dict(doc.get("seen", {})), dict(doc.get("look", {}))
+
+
+def _write_cursor(seen: dict[str, int], look: dict[str, list[float]]) -> str:
+    return json.dumps({"v": CURSOR_VERSION, "seen": seen, "look": look}, sort_keys=True)
+
+
+def _in_partitions(spec: PoolSpec, day: str) -> bool:
+    assert spec.partitions is not None
+    try:
+        d = date.fromisoformat(day)
+    except ValueError:
+        return False
+    end = spec.partitions.end or datetime.now(UTC).date()
+    return spec.partitions.start <= d < end
+
+
+def plan_landing_tick(
+    spec: PoolSpec, files: list[LandingFile], cursor: str | None
+) -> tuple[list[dg.RunRequest], str, str]:
+    """Pure: the run requests, new cursor and a note for one tick over ``files``."""
+    seen, look = _read_cursor(cursor)
+    current = {f.path: f for f in files}
+    fresh = [f for f in files if seen.get(f.path) != f.size]
+    stable = [f for f in fresh if look.get(f.path) == [f.size, f.mtime]]
+    settling = len(fresh) - len(stable)
+    requests: list[dg.RunRequest] = []
+    tags = {"lake/pool": spec.name}
+    if not spec.daily:
+        n = spec.sensor.max_files_per_run
+        for i in range(0, len(stable), n):
+            batch = stable[i : i + n]
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"{spec.asset_name}:{_digest(batch)}",
+                    run_config={
+                        "ops": {spec.asset_name: {"config": {"files": [f.path for f in batch]}}}
+                    },
+                    tags={**tags, "lake/files": str(len(batch))},
+                )
+            )
+            seen.update({f.path: f.size for f in batch})
+    else:
+        waiting = {f.day for f in fresh if f not in stable}
+        for day in sorted({f.day for f in stable if f.day is not None}):
+            if day in waiting or not _in_partitions(spec, day):
+                continue  # a file of that day is still settling, or the day is out of range
+            day_files = [f for f in files if f.day == day]
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"{spec.asset_name}:{day}:{_digest(day_files)}",
+                    partition_key=day,
+                    tags={**tags, "lake/files": str(len(day_files))},
+                )
+            )
+            seen.update({f.path: f.size for f in day_files})
+    seen = {p: s for p, s in seen.items() if p in current}
+    new_look = {f.path: [f.size, f.mtime] for f in files if seen.get(f.path) != f.size}
+    note = f"{len(requests)} runs requested, {settling} files settling"
+    return requests, _write_cursor(seen, new_look), note
+
+
+def build_landing_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
+    @dg.sensor(
+        name=landing_sensor_name(spec),
+        description=f"ingest new files of {spec.landing} into pool {spec.name}",
+        job=job,
+        minimum_interval_seconds=spec.sensor.interval_seconds,
+        default_status=_status(spec.sensor.running),
+    )
+    def landing_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
+        zone = lake.landing(spec)
+        if zone is None:
+            return dg.SensorResult(skip_reason=f"pool {spec.name} has no landing zone")
+        requests, cursor, note = plan_landing_tick(spec, zone.files(), context.cursor)
+        context.log.info(f"{spec.name}: {note}")
+        if not requests:
+            return dg.SensorResult(skip_reason=f"no new stable files ({note})", cursor=cursor)
+        return dg.SensorResult(run_requests=requests, cursor=cursor)
+
+    return landing_sensor
+
+
+def build_fragmentation_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
+    policy = spec.maintenance.compaction
+
+    @dg.sensor(
+        name=fragmentation_sensor_name(spec),
+        description=(
+            f"compact pool {spec.name} when more than {policy.max_overlapping_objects} objects "
+            f"overlap or more than {policy.max_small_objects} are small"
+        ),
+        job=job,
+        minimum_interval_seconds=policy.sensor_interval_seconds or 60,
+        default_status=_status(policy.sensor_running),
+    )
+    def fragmentation_sensor(
+        context: dg.SensorEvaluationContext, lake: LakeResource
+    ) -> dg.SensorResult:
+        pool = lake.pool(spec)
+        if pool is None:
+            return dg.SensorResult(skip_reason=f"pool {spec.name} does not exist yet")
+        tip = pool.tip(spec.branch)
+        if tip is None or tip == context.cursor:
+            return dg.SensorResult(skip_reason="no new commits")
+        frag = fragmentation(pool, spec.branch)
+        over = (
+            frag.overlapping_objects > policy.max_overlapping_objects
+            or frag.small_objects > policy.max_small_objects
+        )
+        if not over or frag.pending_runs == 0:
+            return dg.SensorResult(
+                skip_reason=f"fragmentation under threshold: {frag.to_json()}", cursor=tip
+            )
+        active = context.instance.get_runs(
+            filters=dg.RunsFilter(job_name=compact_job_name(spec), statuses=_ACTIVE), limit=1
+        )
+        if active:
+            # Keep the cursor: look again once that compaction is done.
+            return dg.SensorResult(skip_reason=f"compaction {active[0].run_id} in progress")
+        return dg.SensorResult(
+            run_requests=[
+                dg.RunRequest(
+                    run_key=f"{spec.asset_name}:compact:{tip}",
+                    tags={"lake/pool": spec.name, "lake/trigger": "fragmentation"},
+                )
+            ],
+            cursor=tip,
+        )
+
+    return fragmentation_sensor
+
+
+def build_observer_sensor(config: PoolsConfig, interval_seconds: int = 30) -> dg.SensorDefinition:
+    """Commits whose author is not the lake resource's user (the CLI, other programs) become
+    observations of their pool's asset, oldest first."""
+
+    @dg.sensor(
+        name=OBSERVER_NAME,
+        description="report commits made outside Dagster as observations of the pool assets",
+        minimum_interval_seconds=interval_seconds,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+    )
+    def observer(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
+        tips: dict[str, str] = json.loads(context.cursor) if context.cursor else {}
+        events: list[dg.AssetObservation] = []
+        for spec in config.pools:
+            try:
+                pool = lake.pool(spec)
+                if pool is None:
+                    continue
+                tip = pool.tip(spec.branch)
+                if tip is None or tips.get(spec.asset_name) == tip:
+                    continue
+                found = []
+                for commit in pool.log(spec.branch):
+                    if commit.id == tips.get(spec.asset_name) or len(found) >= OBSERVE_LIMIT:
+                        break
+                    found.append(commit)
+                for commit in reversed(found):
+                    if commit.author == lake.user:
+                        continue  # Dagster's own commit: already a materialization
+                    events.append(
+                        dg.AssetObservation(
+                            asset_key(spec),
+                            description=f"commit by {commit.author}: {commit.message}",
+                            metadata=commit_metadata(pool, commit),
+                        )
+                    )
+                tips[spec.asset_name] = tip
+            except LakeError as e:
+                context.log.warning(f"pool {spec.name}: {e}")
+        cursor = json.dumps(tips, sort_keys=True)
+        if not events:
+            return dg.SensorResult(skip_reason="no commits from outside Dagster", cursor=cursor)
+        return dg.SensorResult(asset_events=events, cursor=cursor)
+
+    return observer
