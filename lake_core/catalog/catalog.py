@@ -118,25 +118,41 @@ class Catalog:
     def oldest_version(self) -> int:
         return self.files.read_hint(OLDEST_HINT) or 0
 
+    def _readable(self, version: int) -> bool:
+        """Whether ``version``'s root exists, reading it (it is usually needed next)."""
+        try:
+            self.files.read_root(version)
+        except ObjectNotFoundError:
+            return False
+        return True
+
     def latest_version(self) -> int | None:
-        """The newest committed version, or None if the catalog has none."""
-        oldest = self.oldest_version()
+        """The newest committed version, or None if the catalog has none.
+
+        The common case costs three requests: the ``vn/latest`` hint, its root (kept for the
+        snapshot that follows), and a probe of the next version. ``vn/oldest`` is read only
+        when the hint is missing or names no root; a root that exists proves every version
+        from it to the latest exists (versions are dense and expire oldest first)."""
         hint = self.files.read_hint(LATEST_HINT)
-        start = hint if hint is not None and hint > oldest else oldest
-        if not self._exists(start):
-            if start == oldest:
-                return None
-            # A hint ahead of every root (a foreign writer's, or damage): search below it.
-            lo, hi = oldest, start
-            if not self._exists(lo):
-                return None
+        if hint is not None and self._readable(hint):
+            lo = hint
         else:
-            lo, step = start, 1
-            while self._exists(lo + step):
-                lo += step
-                step *= 2
-            hi = lo + step
-        while hi - lo > 1:  # lo exists, hi does not
+            oldest = self.oldest_version()
+            if not self._readable(oldest):
+                return None
+            if hint is not None and hint > oldest:
+                # A hint ahead of every root (a foreign writer's, or damage): search below it.
+                return self._bisect(oldest, hint)
+            lo = oldest
+        step = 1
+        while self._exists(lo + step):
+            lo += step
+            step *= 2
+        return self._bisect(lo, lo + step)
+
+    def _bisect(self, lo: int, hi: int) -> int:
+        """The last existing version, given that ``lo`` exists and ``hi`` does not."""
+        while hi - lo > 1:
             mid = (lo + hi) // 2
             if self._exists(mid):
                 lo = mid
