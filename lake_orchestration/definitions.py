@@ -17,7 +17,6 @@ edge, from the environment:
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
@@ -103,13 +102,7 @@ def lake_resource_from_env(env: Mapping[str, str]) -> LakeResource:
     spark = None
     if engine == "spark":
         spark = LazyPySparkResource(
-            spark_config={
-                "spark.master": env.get("LAKE_SPARK_MASTER", "local[*]"),
-                "spark.ui.enabled": "false",
-                "spark.driver.bindAddress": "127.0.0.1",
-                "spark.driver.host": "127.0.0.1",
-                "spark.pyspark.python": env.get("PYSPARK_PYTHON", sys.executable),
-            }
+            spark_config={"spark.master": env.get("LAKE_SPARK_MASTER", "local[*]")}
         )
     return LakeResource(
         uri=dg.EnvVar("LAKE_ROOT"),

@@ -155,8 +155,20 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[misc]
     # -- engines ------------------------------------------------------------------------------
 
     def spark_session(self) -> Any:
+        """The process's Spark session for the ``spark`` engine, built by lake_spark from the
+        dagster-pyspark resource's ``spark_config`` (master and non-secret settings). lake_spark
+        adds the executors' ``AWS_*`` environment at runtime, so secrets never enter Dagster's
+        config."""
         if self.spark is None:
             raise dg.DagsterInvariantViolationError(
                 "LakeResource(engine='spark') needs spark=LazyPySparkResource(spark_config=...)"
             )
-        return self.spark.spark_session
+        try:
+            from lake_spark import SparkSettings, spark_session
+        except ImportError as e:
+            raise dg.DagsterInvariantViolationError(
+                f"the spark engine needs lake_spark and pyspark: {e}"
+            ) from e
+        conf = {str(k): str(v) for k, v in (self.spark.spark_config or {}).items()}
+        master = conf.pop("spark.master", None)
+        return spark_session(SparkSettings.resolve(master, app_name="lakepool-dagster", conf=conf))
