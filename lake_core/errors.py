@@ -270,3 +270,20 @@ class NotEmptyError(LakeError):
     def __str__(self) -> str:
         msg = f"{self.kind} {self.name!r} is not empty"
         return f"{msg}: {self.detail}" if self.detail else msg
+
+
+class PurgedObjectError(LakeError):
+    """A snapshot names a data object that is no longer in the store: deleted by ``lake purge``
+    of ``commit_id`` (when a purge record names it), else removed by cleanup or lost."""
+
+    def __init__(self, object_id: str, commit_id: str | None = None) -> None:
+        super().__init__(object_id, commit_id)
+        self.object_id = object_id
+        self.commit_id = commit_id
+
+    def __str__(self) -> str:
+        if self.commit_id:
+            return (
+                f"data object {self.object_id} was purged (lake purge of commit {self.commit_id})"
+            )
+        return f"data object {self.object_id} is missing (removed by cleanup or lost)"

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake_core.errors import UsageError
+from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
 from lake_core.expr import ColumnStats, columns_of, may_match, parse_predicate, to_arrow_expression
 from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta, data_key
@@ -137,7 +137,12 @@ class Scan:
         return runs
 
     def _read(self, obj: ObjectMeta) -> pa.Table:
-        opened = open_object(self.store, data_key(self.pool_id, obj.id), obj.size)
+        try:
+            opened = open_object(self.store, data_key(self.pool_id, obj.id), obj.size)
+        except ObjectNotFoundError:
+            from lake_core.maintenance.purge import purged_by
+
+            raise PurgedObjectError(obj.id, purged_by(self.store, self.pool_id, obj.id)) from None
         meta = opened.metadata
         groups = []
         for rg in range(meta.num_row_groups):
