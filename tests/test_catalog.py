@@ -236,6 +236,23 @@ def test_namespace_drop_needs_an_empty_namespace_even_under_races(lake: Lake) ->
     assert _names(lake) == ["ns1.b"]
 
 
+def test_a_namespace_dropped_meanwhile_is_created_again_on_replay(lake: Lake) -> None:
+    lake.create_pool("ns1.a")
+    lake.drop_pool("ns1.a")
+    creator = lake.catalog.begin()
+    creator.create_namespace("ns1", if_not_exists=True)  # exists now: nothing written yet
+    creator.create_pool("ns1", "b", table_def_of(_config("ns1.b")))
+    dropper = lake.catalog.begin()
+    dropper.drop_namespace("ns1")
+    dropper.commit()
+    assert lake.catalog.snapshot().state.namespaces() == []
+    creator.commit()
+    state = lake.catalog.snapshot().state
+    assert state.namespaces() == ["ns1"]
+    assert state.namespace("ns1") is not None
+    assert _names(lake) == ["ns1.b"]
+
+
 def test_views_and_index_rules_live_in_namespaces(lake: Lake) -> None:
     lake.create_pool("ns1.logs")
     txn = lake.catalog.begin()

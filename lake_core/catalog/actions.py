@@ -110,6 +110,8 @@ def apply(state: CatalogState, action: ActionDef) -> tuple[CatalogState, ActionD
             if action.if_not_exists:
                 return state, None
             raise AlreadyExistsError(ref.kind, ref.display)
+        if not action.def_path:
+            raise ValueError(f"{T.ActionType.Name(action.type)} of {ref.display} has no definition")
         if ref.type != NAMESPACE and not state.exists(ObjectRef(NAMESPACE, ref.namespace)):
             raise NotFoundError("namespace", ref.namespace)
         tree = btree.insert(state.tree, key, action.def_path, state.order, state.files.read_node)

@@ -123,13 +123,33 @@ class Transaction:
     ) -> None:
         """Raises AlreadyExistsError unless ``if_not_exists``."""
         ref = ObjectRef(NAMESPACE, namespace)
-        definition = objects_pb2.NamespaceDef(
+        if if_not_exists and self.state.exists(ref):
+            # Nothing to write now; a replay writes the definition if the namespace is gone.
+            self._perform(make(T.NAMESPACE_CREATE, ref, if_not_exists=True))
+            return
+        path = self._write_def(ref, self._namespace_def(properties))
+        self._perform(make(T.NAMESPACE_CREATE, ref, path, if_not_exists=if_not_exists))
+
+    def _namespace_def(self, properties: dict[str, str] | None = None) -> objects_pb2.NamespaceDef:
+        return objects_pb2.NamespaceDef(
             id=str(uuid.uuid4()),
             properties=properties or {},
             created_at_millis=self.catalog.now_millis(),
         )
-        path = self._write_def(ref, definition)
-        self._perform(make(T.NAMESPACE_CREATE, ref, path, if_not_exists=if_not_exists))
+
+    def _concrete(self, intent: ActionDef, state: CatalogState) -> ActionDef:
+        """``intent`` ready to apply on ``state``: an export gets a new catalog definition, a
+        namespace created on first use gets its definition if ``state`` lacks the namespace."""
+        if intent.type == T.CATALOG_EXPORT:
+            return self._export_action(intent, state)
+        if intent.type == T.NAMESPACE_CREATE and not intent.def_path:
+            ref = ObjectRef(NAMESPACE, intent.namespace_name)
+            if not state.exists(ref):
+                concrete = ActionDef()
+                concrete.CopyFrom(intent)
+                concrete.def_path = self._write_def(ref, self._namespace_def())
+                return concrete
+        return intent
 
     def alter_namespace(self, namespace: str, properties: dict[str, str]) -> None:
         ref = ObjectRef(NAMESPACE, namespace)
@@ -312,8 +332,7 @@ class Transaction:
         replayed: list[ActionDef] = []
         try:
             for intent in self.intents:
-                if intent.type == T.CATALOG_EXPORT:
-                    intent = self._export_action(intent, state)
+                intent = self._concrete(intent, state)
                 replayed.append(intent)
                 state, done = apply(state, intent)
                 if done is not None:
@@ -380,9 +399,7 @@ class Transaction:
         """Re-apply a saved transaction's actions on the root it began on."""
         state = self.base.state
         for row in running.actions:
-            intent = row.action
-            if intent.type == T.CATALOG_EXPORT:
-                intent = self._export_action(intent, state)
+            intent = self._concrete(row.action, state)
             state, done = apply(state, intent)
             self.intents.append(intent)
             if done is not None:
