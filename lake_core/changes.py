@@ -144,9 +144,15 @@ def revert(
 
 
 def _ancestors(pool: Pool, commit_id: str | None) -> list[str]:
+    """``commit_id`` and its retained ancestors, newest first: the walk stops at a vacate tail
+    (older history may already be reclaimed by cleanup)."""
+    _, tails = pool.vacate_state()
+    stop = set(tails.values())
     out = []
     while commit_id is not None:
         out.append(commit_id)
+        if commit_id in stop:
+            break
         commit_id = pool.read_commit(commit_id).parent
     return out
 

@@ -8,6 +8,7 @@ causality (clocks skew); order comes from the journal.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from ksuid import Ksuid
 
@@ -20,6 +21,11 @@ _KSUID_RE = re.compile(r"^[0-9A-Za-z]{27}$")
 def new_id(clock: Clock = SYSTEM_CLOCK) -> str:
     """A fresh KSUID stamped with ``clock``'s time."""
     return str(Ksuid(datetime=clock.now()))
+
+
+def ksuid_time(text: str) -> datetime:
+    """The creation time (second resolution, UTC) embedded in a KSUID."""
+    return Ksuid.from_base62(text).datetime
 
 
 def is_ksuid(text: str) -> bool:

@@ -128,16 +128,16 @@ class Journal:
 
     def read_head(self) -> JournalEntry:
         """The last entry: start at the HEAD hint and probe forward past a stale one."""
-        hint = max(self._read_int_hint(self.head_key, 0), self.read_tail() - 1)
-        entry: JournalEntry | None = None
+        tail = self.read_tail()
+        # Entries below TAIL may be gone (vacated and cleaned up); entry TAIL never is.
+        hint = max(self._read_int_hint(self.head_key, 0), tail if tail > 1 else 0)
+        entry = JournalEntry(0, None, MappingProxyType({}))
         if hint > 0:
             try:
                 entry = self.read_entry(hint)
             except ObjectNotFoundError:
-                # HEAD points past the tail or at a removed entry (vacated history); rescan.
-                hint = self.read_tail() - 1
-        if entry is None:
-            entry = self.read_entry(hint) if hint > 0 else JournalEntry(0, None, {})
+                if tail > 1:
+                    entry = self.read_entry(tail)
         while True:
             try:
                 entry = self.read_entry(entry.n + 1)

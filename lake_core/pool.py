@@ -52,7 +52,7 @@ from lake_core.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from lake_core.ids import is_ksuid, new_id
+from lake_core.ids import is_ksuid, ksuid_time, new_id
 from lake_core.journal import Journal, JournalEntry
 from lake_core.names import validate_name
 from lake_core.objects import ObjectMeta, data_key
@@ -175,7 +175,18 @@ class Pool:
         if is_ksuid(ref):
             if as_of is not None:
                 raise UsageError("--as-of goes with a branch, not with a commit id")
-            self.check_not_vacated(self.read_commit(ref))  # raises NotFound too
+            try:
+                commit = self.read_commit(ref)
+            except NotFoundError:
+                # Cleanup reclaims vacated commits: a missing id minted before the cut was
+                # vacated, not mistyped (KSUIDs carry their creation time).
+                when, _ = self.vacate_state()
+                if when is not None and ksuid_time(ref) < when:
+                    raise HistoryVacatedError(
+                        f"commit {ref} is older than the vacated history ({to_iso(when)})"
+                    ) from None
+                raise
+            self.check_not_vacated(commit)
             return ref
         raise BranchNotFoundError(ref, f"in pool {self.name}")
 
@@ -287,13 +298,14 @@ class Pool:
         base = Snapshot()
         while True:
             current = path[-1]
-            if current is not commit:
-                try:
-                    base = self._read_cached_snapshot(current.id)
-                    path.pop()
-                    break
-                except (CorruptObjectError, ObjectNotFoundError):
-                    pass
+            try:
+                # Any commit may have a cached snapshot (vacate writes one for every tail,
+                # whatever its has_snapshot flag says), the starting commit included.
+                base = self._read_cached_snapshot(current.id)
+                path.pop()
+                break
+            except (CorruptObjectError, ObjectNotFoundError):
+                pass
             if current.parent is None:
                 break
             path.append(self.read_commit(current.parent))

@@ -99,3 +99,29 @@ def test_vacate_cuts_history_on_every_branch(lake: Lake) -> None:
     with pytest.raises(HistoryVacatedError):
         pool.read("main", as_of=c1.date - timedelta(microseconds=1))
     assert pool.read("main", as_of=c2.date)["ts"].to_pylist() == [1, 2]
+
+
+def test_after_vacate_and_cleanup_merge_tails_and_old_ids_still_behave(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lake_core.changes import merge
+    from lake_core.maintenance import cleanup
+
+    # Cached snapshots every 2 commits, so cleanup can reclaim commits outside any tail's
+    # opening path with a short history.
+    monkeypatch.setattr("lake_core.pool.SNAPSHOT_INTERVAL", 2)
+    pool = lake.create_pool("vc", "ts:asc")
+    old = [load(pool, [pa.table({"ts": [i]})]) for i in range(6)]
+    pool.create_branch("dev")
+    cut = old[-1].date
+    load(pool, [pa.table({"ts": [10]})], "dev")
+    vacate(pool, cut)
+    result = cleanup(pool, timedelta(0), now=cut + timedelta(days=1))
+    assert result.commits >= 2  # the cut commits' metadata is reclaimed
+    assert not lake.store.exists(f"pools/{pool.id}/commits/{old[0].id}.json")
+    fresh = Lake.open(lake.config).pool("vc")
+    assert fresh.read(old[-1].id)["ts"].to_pylist() == list(range(6))  # the tail opens
+    with pytest.raises(HistoryVacatedError, match=old[0].id):
+        fresh.read(old[0].id)  # reclaimed, and said so, not "not found"
+    merge(fresh, "dev", "main")  # the ancestor walk stops at the tails
+    assert fresh.read()["ts"].to_pylist() == [*range(6), 10]
