@@ -156,3 +156,45 @@ def test_bad_input_changes_nothing(
     assert [r["ts"] for r in rows(capsys, *L, "query", "-p", "p")] == [1]
     code, _, err = run(capsys, *L, "query", "-p", "p", "--where", "ts >")
     assert code == 2 and "position" in err
+
+
+def test_maintenance_commands(
+    lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    L = ["--lake", lake_uri]
+    assert run(capsys, *L, "init")[0] == 0
+    code, out, err = run(
+        capsys, *L, "create", "m", "--orderby", "ts:asc", "--partition-by", "day(ts)"
+    )
+    assert code == 0, err
+    for i in range(3):
+        f = tmp_path / f"{i}.ndjson"
+        f.write_text(
+            f'{{"ts": "2026-01-05T0{i}:00:00Z", "i": {i}}}\n'
+            f'{{"ts": "2026-01-06T0{i}:00:00Z", "i": {i}}}\n'
+        )
+        assert run(capsys, *L, "load", "-p", "m", str(f))[0] == 0
+    code, out, _ = run(capsys, *L, "partitions", "-p", "m")
+    assert out.splitlines() == [
+        "2026-01-05  objects=3 rows=3 bytes=" + out.splitlines()[0].split("bytes=")[1],
+        "2026-01-06  objects=3 rows=3 bytes=" + out.splitlines()[1].split("bytes=")[1],
+    ]
+    summary = json.loads(run(capsys, *L, "objects", "-p", "m", "--summary")[1])
+    assert summary["objects"] == 6 and summary["pending_runs"] == 2
+    code, out, _ = run(capsys, *L, "compact", "-p", "m")
+    assert code == 0 and out.endswith(" committed\n")
+    assert run(capsys, *L, "compact", "-p", "m")[1] == "nothing to compact\n"
+    code, out, _ = run(capsys, *L, "drop-partition", "-p", "m", "2026-01-06")
+    assert code == 0 and out.endswith(" committed\n")
+    assert [r["i"] for r in rows(capsys, *L, "query", "-p", "m")] == [0, 1, 2]
+    code, _, err = run(capsys, *L, "purge", "-p", "m", "0ujtsYcgvSTl8PAuAdqWYSMnLOv")
+    assert code == 2 and "--force" in err
+    code, out, _ = run(capsys, *L, "cleanup", "-p", "m", "--grace", "1h", "--dry-run", "-f", "json")
+    assert code == 0 and json.loads(out)["dry_run"] is True
+    log = rows(capsys, *L, "log", "-p", "m")
+    code, out, err = run(capsys, *L, "vacate", "-p", "m", "--before", log[0]["date"])
+    assert code == 0, err
+    code, _, err = run(capsys, *L, "query", "-p", "m", "--as-of", log[-1]["date"])
+    assert code == 1 and "history was vacated" in err
+    code, _, err = run(capsys, *L, "cleanup", "-p", "m", "--grace", "soon")
+    assert code == 2 and "invalid duration" in err
