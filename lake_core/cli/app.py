@@ -7,6 +7,7 @@ error. Secrets never reach messages: S3 errors carry bucket, key and error code 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     commit_flags(sp)
     sp.add_argument("-q", dest="quiet", action="store_true", help="no progress on stderr")
     sp.add_argument("files", nargs="+", metavar="FILE")
+    _spark_flags(sp, c.cmd_load, "cmd_load")
 
     sp = cmd(
         "add",
@@ -256,6 +258,7 @@ def _add_maintenance(cmd: Any) -> None:
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("ids", nargs="*", metavar="OBJECT-ID")
     m.add_lock_timeout(sp)
+    _spark_flags(sp, m.cmd_compact, "cmd_compact")
 
     sp = cmd(
         "cleanup",
@@ -309,6 +312,28 @@ def _add_maintenance(cmd: Any) -> None:
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("value", metavar="VALUE")
     m.add_lock_timeout(sp)
+
+
+def _spark_flags(sp: argparse.ArgumentParser, local: Any, name: str) -> None:
+    """``--spark`` / ``--spark-master``: run the command on Spark. ``lake_spark`` (and pyspark)
+    is imported only then; lake_core itself knows nothing of Spark."""
+    sp.add_argument("--spark", action="store_true", help="run on Spark (local[*] by default)")
+    sp.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="Spark master, e.g. spark://host:7077 (implies --spark; else $LAKE_SPARK_MASTER)",
+    )
+
+    def run(args: argparse.Namespace) -> Any:
+        if not (args.spark or args.spark_master):
+            return local(args)
+        try:
+            spark_cli = importlib.import_module("lake_spark.cli")
+        except ImportError as e:
+            raise UsageError(f"--spark needs pyspark: pip install 'lakepool[spark]' ({e})") from None
+        return getattr(spark_cli, name)(args)
+
+    sp.set_defaults(func=run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,477 @@
+"""Spark ingest: source files or a DataFrame become sorted data objects and one commit.
+
+The job runs in three stages; the driver plans between them and commits at the end:
+
+1. **Survey** (one task per chunk, see :mod:`lake_spark.sources`): read and normalize the
+   chunk with lake_core, and report its schema, row count, bytes per row (a sorted sample
+   encoded as Parquet), sampled keys and its pool partitions. Errors are reported, not raised.
+2. **Plan** (driver): raise the first error in source order, then unify the schemas in source
+   order — exactly what ``lake load`` does, so the same input gives the same
+   ``MalformedInputError`` or ``SchemaConflictError``, before anything is written. Then cut
+   each pool partition into key ranges of about the target size (:mod:`lake_spark.ranges`).
+3. **Bucket and write**: each chunk is read again, conformed to the unified schema, and its
+   rows are sent (as Arrow IPC) to the task of their (partition, key range); that task sorts
+   them with lake_core and writes objects with lake_core's writer, which cuts near the target
+   size and never between equal keys. A key range never spans two partitions, and equal keys
+   always fall in one range, so objects never straddle partitions or split a run of keys.
+   Rows meet their range's task in source order, so the stable sort gives the very order the
+   local path gives.
+
+Then the driver commits once (``pool.commit`` with the load's schema). If any task failed, or
+the commit fails, every object any task wrote is deleted and the error is raised as the task
+raised it. A task attempt killed outright (a lost executor) leaves its objects as orphans,
+like a killed local writer: ``lake cleanup`` removes them after the grace period.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lake_core.commit import Commit
+from lake_core.errors import EmptyTransactionError
+from lake_core.ingest import conform_table, normalize_table, unify_schema
+from lake_core.keys import PoolKey
+from lake_core.objects import ObjectMeta
+from lake_core.partitions import PartitionSpec
+from lake_core.pool import MAIN, Pool
+from lake_core.writer import WriteOptions, sort_table, write_objects
+from lake_spark.ranges import (
+    WEIGHT,
+    assign_buckets,
+    choose_boundaries,
+    sample_indices,
+    split_by_bucket,
+)
+from lake_spark.sources import DEFAULT_CHUNK_BYTES, Chunk, plan_chunks, read_chunk
+from lake_spark.tasks import TaskError, task_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Sampled rows per chunk, for key boundaries and the size estimate.
+SAMPLE_ROWS = 4096
+#: What errors call the rows of a DataFrame source.
+DATAFRAME_NAME = "DataFrame"
+_COUNT = "__lake_partition_rows"
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What the survey stage learns of one chunk."""
+
+    chunk: int
+    source: int
+    rows: int = 0
+    schema: pa.Schema | None = None
+    bytes_per_row: float = 0.0
+    samples: pa.Table | None = None  # key fields and partition column, plus WEIGHT
+    partitions: pa.Table | None = None  # one raw partition value per partition, plus _COUNT
+    error: TaskError | None = None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every task of one load needs (shipped to executors with the task)."""
+
+    uri: str
+    pool_id: str
+    key: PoolKey
+    options: WriteOptions
+    spec: PartitionSpec | None
+    schema: pa.Schema | None = None  # the unified pool schema: chunks are conformed to it
+    layout: pa.Schema | None = None  # the columns of every object, as the local path has them
+    ranges: dict[str | None, tuple[int, pa.Table]] = field(default_factory=dict)
+    partitions: tuple[str | None, ...] = ()  # bucket -> pool partition
+
+
+@dataclass(frozen=True)
+class _Written:
+    bucket: int
+    objects: tuple[dict[str, Any], ...]
+    error: TaskError | None = None
+
+
+# -- stage 1: survey (tasks) ------------------------------------------------------------------
+
+
+def _partition_column(spec: PartitionSpec | None) -> list[str]:
+    return [spec.column] if spec is not None else []
+
+
+def _partition_values(table: pa.Table, spec: PartitionSpec) -> pa.Table:
+    """One raw value per partition of ``table`` with its row count. The driver turns them into
+    partition values after conforming them to the pool schema (an int column may become a
+    float one), so it computes exactly what the writer will."""
+    n = table.num_rows
+    if spec.column not in table.schema.names:
+        return pa.table({_COUNT: pa.array([n], pa.int64())})
+    raw: Any = table.column(spec.column).combine_chunks()
+    if spec.transform == "identity":
+        counted: Any = raw.value_counts()
+        return pa.table({spec.column: counted.field(0), _COUNT: counted.field(1)})
+    if pa.types.is_timestamp(raw.type) or pa.types.is_date(raw.type):
+        codes = spec.values(table).dictionary_encode().indices.to_numpy(zero_copy_only=False)
+        _, first, counts = np.unique(codes, return_index=True, return_counts=True)
+        return pa.table(
+            {spec.column: raw.take(first), _COUNT: pa.array(counts, pa.int64())}
+        )
+    # Not a timestamp (or all null): the driver's partition check decides, as the writer does.
+    return pa.table({spec.column: raw.slice(0, 1), _COUNT: pa.array([n], pa.int64())})
+
+
+def _survey_table(job: _Job, chunk: int, source: int, table: pa.Table) -> Survey:
+    n = table.num_rows
+    if n == 0:
+        return Survey(chunk, source, 0, table.schema)
+    picked = table.take(pa.array(sample_indices(n, SAMPLE_ROWS)))
+    sink = pa.BufferOutputStream()
+    compression: Any = job.options.compression
+    pq.write_table(sort_table(picked, job.key), sink, compression=compression)
+    bytes_per_row = sink.getvalue().size / picked.num_rows
+    wanted = [*job.key.fields, *_partition_column(job.spec)]
+    sampled = picked.select([c for c in dict.fromkeys(wanted) if c in table.schema.names])
+    sampled = sampled.append_column(WEIGHT, pa.array(np.full(picked.num_rows, n / picked.num_rows)))
+    parts = _partition_values(table, job.spec) if job.spec is not None else None
+    return Survey(chunk, source, n, table.schema, bytes_per_row, sampled, parts)
+
+
+def _survey_chunk(job: _Job) -> Callable[[Chunk], Survey]:
+    def run(chunk: Chunk) -> Survey:
+        try:
+            return _survey_table(job, chunk.index, chunk.source, read_chunk(chunk))
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            return Survey(chunk.index, chunk.source, error=TaskError.capture(exc))
+
+    return run
+
+
+def _batches_table(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
+    collected = list(batches)
+    return pa.Table.from_batches(collected) if collected else None
+
+
+def _survey_frame(job: _Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        try:
+            raw = _batches_table(batches)
+            if raw is None:
+                survey = Survey(part, 0)
+            else:
+                table = normalize_table(raw, DATAFRAME_NAME)
+                survey = _survey_table(job, part, 0, table)
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            survey = Survey(part, 0, error=TaskError.capture(exc))
+        yield pa.RecordBatch.from_pydict({"survey": [pickle.dumps(survey)]})
+
+    return run
+
+
+# -- stage 2: plan (driver) -------------------------------------------------------------------
+
+
+def _unify(
+    surveys: list[Survey], names: list[str], base: pa.Schema | None
+) -> tuple[pa.Schema | None, pa.Schema | None, list[Survey]]:
+    """(pool schema, object layout, surveys with rows), raising what the local path raises,
+    in the order it would: per source, its read error, else its schema conflict."""
+    by_source: dict[int, list[Survey]] = {}
+    for s in surveys:
+        by_source.setdefault(s.source, []).append(s)
+    schema = base
+    layouts: list[pa.Table] = []
+    kept: list[Survey] = []
+    for source in sorted(by_source):
+        parts = sorted(by_source[source], key=lambda s: s.chunk)
+        for s in parts:
+            if s.error is not None:
+                s.error.reraise()
+        with_rows = [s for s in parts if s.rows > 0]
+        if not with_rows:
+            continue
+        for s in with_rows:
+            assert s.schema is not None
+            schema = unify_schema(schema, s.schema, names[source])
+            layouts.append(s.schema.empty_table())
+        kept += with_rows
+    if schema is None or not kept:
+        return schema, None, []
+    conformed = [conform_table(t, schema) for t in layouts]
+    layout = pa.concat_tables(conformed, promote_options="default").schema
+    return schema, layout, kept
+
+
+def _plan_ranges(
+    job: _Job, surveys: list[Survey], schema: pa.Schema, layout: pa.Schema, target: int
+) -> _Job:
+    """``job`` with its buckets: each pool partition cut into key ranges of about ``target``
+    bytes (estimated from each chunk's sample)."""
+    spec = job.spec
+    estimate: dict[str | None, float] = {}
+    samples: dict[str | None, list[pa.Table]] = {}
+    for s in surveys:
+        assert s.samples is not None
+        sampled = conform_table(s.samples, schema)
+        if spec is None:
+            estimate[None] = estimate.get(None, 0.0) + s.rows * s.bytes_per_row
+            samples.setdefault(None, []).append(sampled)
+            continue
+        assert s.partitions is not None
+        reps = conform_table(s.partitions, schema)
+        values = spec.values(_with_layout(reps, layout)).to_pylist()
+        for value, count in zip(values, reps.column(_COUNT).to_pylist(), strict=True):
+            estimate[value] = estimate.get(value, 0.0) + int(count or 0) * s.bytes_per_row
+        for value, part in spec.split(_with_layout(sampled, layout)):
+            samples.setdefault(value, []).append(part)
+    ranges: dict[str | None, tuple[int, pa.Table]] = {}
+    partitions: list[str | None] = []
+    for value in sorted(estimate, key=lambda v: (v is None, v or "")):
+        wanted = max(1, math.ceil(estimate[value] / max(1, target)))
+        parts = samples.get(value, [])
+        bounds = (
+            choose_boundaries(pa.concat_tables(parts, promote_options="default"), job.key, wanted)
+            if parts and wanted > 1
+            else pa.table({})
+        )
+        ranges[value] = (len(partitions), bounds)
+        partitions += [value] * (bounds.num_rows + 1)
+    return _Job(
+        job.uri,
+        job.pool_id,
+        job.key,
+        job.options,
+        spec,
+        schema,
+        layout,
+        ranges,
+        tuple(partitions),
+    )
+
+
+def _with_layout(table: pa.Table, layout: pa.Schema) -> pa.Table:
+    """``table`` with a null column for each layout column it lacks (as a concatenation with
+    other sources gives it), so partition checks see the type the writer sees."""
+    for f in layout:
+        if f.name not in table.schema.names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
+
+
+# -- stage 3: bucket and write (tasks) --------------------------------------------------------
+
+
+def _to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    """The rows of one chunk, as (bucket, (seq, Arrow IPC)) pairs."""
+    assert job.schema is not None
+    table = conform_table(table, job.schema)
+    groups = job.spec.split(table) if job.spec is not None else [(None, table)]
+    for value, part in groups:
+        if value not in job.ranges:
+            raise RuntimeError(
+                f"partition {value!r} appeared after the survey: the input changed while "
+                "loading (persist a DataFrame that is not deterministic)"
+            )
+        offset, bounds = job.ranges[value]
+        for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
+            yield offset + r, (seq, _to_ipc(rows))
+
+
+def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[tuple[int, tuple[int, bytes]]]]:
+    def run(chunk: Chunk) -> Iterator[tuple[int, tuple[int, bytes]]]:
+        yield from _bucketize(job, read_chunk(chunk), chunk.index)
+
+    return run
+
+
+def _bucketize_frame(
+    job: _Job,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        raw = _batches_table(batches)
+        if raw is None or raw.num_rows == 0:
+            return
+        table = normalize_table(raw, DATAFRAME_NAME)
+        for bucket, (seq, payload) in _bucketize(job, table, part):
+            yield pa.RecordBatch.from_pydict(
+                {"bucket": [bucket], "seq": [seq], "payload": [payload]},
+                schema=_BUCKET_SCHEMA,
+            )
+
+    return run
+
+
+_BUCKET_TYPES: dict[str, pa.DataType] = {
+    "bucket": pa.int32(),
+    "seq": pa.int64(),
+    "payload": pa.binary(),
+}
+_BUCKET_SCHEMA = pa.schema(_BUCKET_TYPES)
+
+
+def _layout_table(table: pa.Table, layout: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``layout``'s columns in its order (missing ones null)."""
+    columns = []
+    for f in layout:
+        if f.name in table.schema.names:
+            column = table.column(f.name)
+            columns.append(column if column.type == f.type else column.cast(f.type))
+        else:
+            columns.append(pa.chunked_array([pa.nulls(table.num_rows, f.type)]))
+    return pa.Table.from_arrays(columns, schema=layout)
+
+
+def _write_bucket(
+    job: _Job,
+) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[_Written]]:
+    def run(bucket: int, items: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[_Written]:
+        written: list[ObjectMeta] = []
+        try:
+            pieces = sorted((pair for _, pair in items), key=lambda pair: pair[0])
+            if not pieces:
+                return
+            assert job.layout is not None
+            tables = [_from_ipc(payload) for _, payload in pieces]
+            del pieces
+            table = tables[0] if len(tables) == 1 else pa.concat_tables(
+                tables, promote_options="default"
+            )
+            del tables
+            write_objects(
+                task_store(job.uri),
+                job.pool_id,
+                _layout_table(table, job.layout),
+                job.key,
+                job.options,
+                partition=job.partitions[bucket],
+                on_object=written.append,
+            )
+            yield _Written(bucket, tuple(o.to_json() for o in written))
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            yield _Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+
+    return run
+
+
+def _identity(bucket: int) -> int:
+    return bucket
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+def spark_load(
+    spark: SparkSession,
+    pool: Pool,
+    sources: DataFrame | Sequence[str | Path] | str | Path,
+    branch: str = MAIN,
+    *,
+    fmt: str = "auto",
+    author: str | None = None,
+    message: str = "",
+    meta: Any = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Commit:
+    """Load ``sources`` — paths (local or ``s3://``; NDJSON, JSON, CSV, Parquet, Arrow) or a
+    Spark DataFrame — into ``branch`` in one commit, the work spread over Spark tasks.
+
+    Same rules, errors and result as :func:`lake_core.loading.load`; nothing is visible, and
+    no object is left behind, on failure. A DataFrame is evaluated twice (survey, then write):
+    persist it first if it is expensive or not deterministic.
+    """
+    from pyspark.sql import DataFrame
+
+    tip = pool.tip(branch)  # BranchNotFoundError before any work
+    base = pool.snapshot(tip).schema
+    job = _Job(
+        pool.store.uri,
+        pool.id,
+        pool.config.key,
+        WriteOptions(pool.config.target_size, pool.config.seek_stride),
+        pool.partition_spec,
+    )
+    sc = spark.sparkContext
+    frame: DataFrame | None = None
+    chunks: list[Chunk] = []
+    if isinstance(sources, DataFrame):
+        frame = sources
+        names = [DATAFRAME_NAME]
+        sc.setJobDescription(f"lakepool load into {pool.name}: survey the DataFrame")
+        rows = frame.mapInArrow(_survey_frame(job), "survey binary").collect()
+        surveys = [pickle.loads(r[0]) for r in rows]
+    else:
+        paths = [sources] if isinstance(sources, str | Path) else list(sources)
+        names = [str(p) for p in paths]
+        chunks = plan_chunks(paths, fmt, chunk_bytes)
+        if not chunks:
+            raise EmptyTransactionError("no records in the input")
+        sc.setJobDescription(f"lakepool load into {pool.name}: read {len(names)} sources")
+        surveys = sc.parallelize(chunks, len(chunks)).map(_survey_chunk(job)).collect()
+    schema, layout, kept = _unify(sorted(surveys, key=lambda s: s.chunk), names, base)
+    if not kept or schema is None or layout is None:
+        raise EmptyTransactionError("no records in the input")
+    job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
+    if job.spec is not None:
+        job.spec.values(layout.empty_table())  # the writer's partition check, before writing
+    buckets = len(job.partitions)
+    sc.setJobDescription(f"lakepool load into {pool.name}: write {buckets} key ranges")
+    if frame is not None:
+        pairs = frame.mapInArrow(
+            _bucketize_frame(job), "bucket int, seq long, payload binary"
+        ).rdd.map(lambda row: (row[0], (row[1], row[2])))
+    else:
+        with_rows = {s.chunk for s in kept}
+        todo = [c for c in chunks if c.index in with_rows]
+        pairs = sc.parallelize(todo, len(todo)).flatMap(_bucketize_chunk(job))
+    results: list[_Written] = (
+        pairs.partitionBy(buckets, _identity)
+        .mapPartitionsWithIndex(_write_bucket(job))
+        .collect()
+    )
+    objects = [
+        ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects
+    ]
+    try:
+        for r in sorted(results, key=lambda r: r.bucket):
+            if r.error is not None:
+                r.error.reraise()
+        return pool.commit(
+            branch,
+            objects,
+            [],
+            author=author,
+            message=message or f"loaded {len(objects)} data objects from {', '.join(names)}",
+            meta=meta,
+            incoming_schema=layout,
+            source=", ".join(names),
+        )
+    except BaseException:
+        pool.discard_objects(objects)
+        raise

@@ -1,0 +1,116 @@
+"""A pool snapshot as a Spark DataFrame.
+
+The snapshot is chosen by lake_core (a branch or commit, optionally as of a time) and pruned
+by it: objects whose recorded stats prove that no row matches ``where`` are dropped before
+Spark sees the file list. Then the rows are read one of two ways:
+
+- ``"parquet"``: Spark's own Parquet reader over the object files (``Pool.files``), with the
+  pool's schema and ``where`` as a Spark filter (pushed down to row groups by Spark). Needs
+  paths every executor can open: a local lake (or one on a shared filesystem), and objects
+  whose column types are the pool's (an object written before a column got its type keeps a
+  ``null`` column, which Spark's reader cannot widen).
+- ``"lake"``: one Spark task per object reads it through lake_core (``mapInArrow`` over object
+  ids: row-group pruning, then ``where`` applied with the lake's exact semantics). This is
+  how S3 lakes are read: Spark would need the Hadoop S3A jars to open ``s3://`` paths itself,
+  and lakepool does not ship them.
+
+``"auto"`` picks ``"parquet"`` when it can and ``"lake"`` otherwise. The DataFrame is
+unordered, like any Spark read; sort by the pool key if order matters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lake_core.errors import UsageError
+from lake_core.keys import PoolKey
+from lake_core.objects import ObjectMeta
+from lake_core.pool import Pool
+from lake_core.scan import Scan
+from lake_core.snapshot import Snapshot
+from lake_spark.predicate import spark_predicate
+from lake_spark.tasks import task_store
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+READERS = ("auto", "parquet", "lake")
+
+
+def _spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    try:
+        return from_arrow_schema(schema)
+    except (TypeError, NotImplementedError) as err:
+        raise UsageError(f"the pool's schema has no Spark equivalent: {err}") from None
+
+
+def _native_ok(pool: Pool, scan: Scan) -> bool:
+    if pool.store.local_path("lake.json") is None:
+        return False
+    types = {f.name: str(f.type) for f in scan.pool_schema}
+    return all(
+        types.get(name) == meta.type for o in scan.objects for name, meta in o.columns.items()
+    )
+
+
+def _read_objects(
+    uri: str, pool_id: str, key: PoolKey, schema: pa.Schema, where: str | None, columns: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        store = task_store(uri)
+        for batch in batches:
+            for text in batch.column("meta").to_pylist():
+                obj = ObjectMeta.from_json(json.loads(str(text)))
+                snap = Snapshot(None, 0, MappingProxyType({obj.id: obj}), schema)
+                yield from Scan(store, pool_id, key, snap, where, columns).batches()
+
+    return run
+
+
+def spark_read(
+    spark: SparkSession,
+    pool: Pool,
+    ref: str | None = None,
+    *,
+    as_of: datetime | None = None,
+    where: str | None = None,
+    columns: list[str] | None = None,
+    reader: str = "auto",
+) -> DataFrame:
+    """The rows of ``pool`` at ``ref`` (branch or commit; default main), as of ``as_of``,
+    matching ``where`` (the lake's SQL predicate), with ``columns`` (default all), as a Spark
+    DataFrame. Raises the local path's errors for a bad ref, time, predicate or column."""
+    if reader not in READERS:
+        raise UsageError(f"reader must be one of {', '.join(READERS)}, not {reader!r}")
+    scan = pool.scan(ref, as_of=as_of, where=where, columns=columns)
+    out = scan.out_schema
+    spark_schema = _spark_schema(out)
+    if not scan.objects:
+        return spark.createDataFrame([], spark_schema)
+    if reader == "parquet" or (reader == "auto" and _native_ok(pool, scan)):
+        files = pool.files(ref, as_of=as_of, where=where)
+        if any(f.startswith("s3://") for f in files):
+            raise UsageError("Spark cannot open s3:// objects without Hadoop S3A: use reader='lake'")
+        df = spark.read.schema(_spark_schema(scan.pool_schema)).parquet(*files)
+        if scan.expr is not None:
+            df = df.where(spark_predicate(scan.expr, scan.pool_schema))
+        return df.select(*[f"`{n.replace('`', '``')}`" for n in out.names])
+    metas = [(json.dumps(o.to_json()),) for o in sorted(scan.objects, key=lambda o: o.id)]
+    ids = spark.createDataFrame(
+        spark.sparkContext.parallelize(metas, len(metas)), "meta string"
+    )
+    return ids.mapInArrow(
+        _read_objects(
+            pool.store.uri, pool.id, pool.config.key, scan.pool_schema, where, out.names
+        ),
+        spark_schema,
+    )
