@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make demo` and `make test`. Each sets itself up.
-.PHONY: setup demo test test-fast lint typecheck bench clean
+.PHONY: setup demo ui test test-fast lint typecheck bench clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -10,6 +10,12 @@ setup:
 
 demo: setup
 	@$(PY) scripts/demo.py
+
+# The Dagster UI (webserver + daemon) on the demo's instance and lake: http://127.0.0.1:3000
+ui: setup
+	@test -d .demo/lake || { echo "no demo lake yet: run \`make demo\` first"; exit 1; }
+	DAGSTER_HOME=$(CURDIR)/.demo/dagster_home LAKE_ROOT=$(CURDIR)/.demo/lake \
+	  LAKE_LANDING=$(CURDIR)/.demo/landing $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: setup
 	$(VENV)/bin/ruff check lake_core lake_orchestration tests bench scripts
@@ -27,4 +33,4 @@ bench: setup
 	$(PY) bench/run.py
 
 clean:
-	rm -rf .demo-lake .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .demo .demo-lake .pytest_cache .mypy_cache .ruff_cache

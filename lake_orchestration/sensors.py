@@ -201,6 +201,16 @@ def build_fragmentation_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
     return fragmentation_sensor
 
 
+def _observed_commits(instance: dg.DagsterInstance, key: dg.AssetKey) -> set[str]:
+    """Commits the latest observations of ``key`` reported."""
+    out: set[str] = set()
+    for record in instance.fetch_observations(key, limit=OBSERVE_LIMIT).records:
+        obs = record.asset_observation
+        if obs is not None and "lake/commit" in obs.metadata:
+            out.add(str(obs.metadata["lake/commit"].value))
+    return out
+
+
 def build_observer_sensor(config: PoolsConfig, interval_seconds: int = 30) -> dg.SensorDefinition:
     """Commits whose author is not the lake resource's user (the CLI, other programs) become
     observations of their pool's asset, oldest first."""
@@ -222,9 +232,13 @@ def build_observer_sensor(config: PoolsConfig, interval_seconds: int = 30) -> dg
                 tip = pool.tip(spec.branch)
                 if tip is None or tips.get(spec.asset_name) == tip:
                     continue
+                seen = tips.get(spec.asset_name)
+                # Without a cursor (a new or reset sensor), the event log says what was
+                # reported already, so nothing is observed twice.
+                known = set() if seen else _observed_commits(context.instance, asset_key(spec))
                 found = []
                 for commit in pool.log(spec.branch):
-                    if commit.id == tips.get(spec.asset_name) or len(found) >= OBSERVE_LIMIT:
+                    if commit.id == seen or commit.id in known or len(found) >= OBSERVE_LIMIT:
                         break
                     found.append(commit)
                 for commit in reversed(found):

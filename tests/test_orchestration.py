@@ -396,24 +396,36 @@ def test_fragmentation_sensor_requests_compaction(env: Env, instance: dg.Dagster
     assert requests == []  # compacted: under threshold
 
 
-def test_observer_reports_outside_commits(env: Env) -> None:
+def test_observer_reports_outside_commits(env: Env, instance: dg.DagsterInstance) -> None:
     pool = env.lake.create_pool("events", "ts:asc")
     load(pool, [pa.table({"ts": [1, 2]})], author="alice", message="by hand")
     sensor = env.defs.resolve_sensor_def("lake_commit_observer")
-    with dg.build_sensor_context(resources={"lake": env.resource}, definitions=env.defs) as ctx:
-        result = sensor(ctx)
+
+    def observe(cursor: str | None) -> dg.SensorResult:
+        with dg.build_sensor_context(
+            instance=instance, cursor=cursor, resources={"lake": env.resource}, definitions=env.defs
+        ) as ctx:
+            result = sensor(ctx)
+        assert isinstance(result, dg.SensorResult)
+        for event in result.asset_events or []:
+            instance.report_runless_asset_event(event)  # what the daemon does with them
+        return result
+
+    result = observe(None)
     (obs,) = result.asset_events
     assert isinstance(obs, dg.AssetObservation)
     assert obs.asset_key == dg.AssetKey("events")
     assert obs.metadata["lake/author"].value == "alice"
+    assert obs.metadata["lake/commit"].value == pool.tip()
     assert obs.metadata["dagster/row_count"].value == 2
     # Dagster's own commits are materializations already; nothing new is observed.
     load(pool, [pa.table({"ts": [3]})], author="dagster")
-    with dg.build_sensor_context(
-        cursor=result.cursor, resources={"lake": env.resource}, definitions=env.defs
-    ) as ctx:
-        second = sensor(ctx)
-    assert not second.asset_events
+    assert not observe(result.cursor).asset_events
+    # A sensor whose cursor was lost finds what it reported in the event log.
+    assert not observe(None).asset_events
+    load(pool, [pa.table({"ts": [4]})], author="bob")
+    (bob,) = observe(None).asset_events
+    assert bob.metadata["lake/author"].value == "bob"
 
 
 # -- schedules --------------------------------------------------------------------------------
