@@ -144,6 +144,7 @@ class Scan:
 
             raise PurgedObjectError(obj.id, purged_by(self.store, self.pool_id, obj.id)) from None
         meta = opened.metadata
+        file_names = set(opened.file.schema_arrow.names)  # a property that rebuilds the schema
         groups = []
         for rg in range(meta.num_row_groups):
             if self.expr is not None:
@@ -153,7 +154,7 @@ class Scan:
                     for name, (lo, hi, nulls, rows) in raw.items()
                 }
                 for name in self.pool_schema.names:
-                    if name not in opened.file.schema_arrow.names:
+                    if name not in file_names:
                         rows = meta.row_group(rg).num_rows
                         stats[name] = ColumnStats(None, None, rows, rows)
                 if not may_match(self.expr, stats, self.pool_schema):
@@ -162,7 +163,6 @@ class Scan:
         self.stats.objects_read += 1
         if not groups:
             return self.pool_schema.empty_table()
-        file_names = set(opened.file.schema_arrow.names)
         wanted = set(self.out_schema.names) | set(self.key.fields)
         if self.expr is not None:
             wanted |= columns_of(self.expr)
