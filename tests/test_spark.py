@@ -1,0 +1,517 @@
+"""lake_spark on a real ``local[2]`` Spark session (one per test session), on local disk and
+on moto S3: ingest, compaction, reads and deletes give what the local path gives.
+
+The session starts after the moto server, so its executors get the ``AWS_*`` settings the way
+users configure them (``spark.executorEnv.*``) and reach moto through ``AWS_ENDPOINT_URL``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.errors import (
+    CommitConflictError,
+    EmptyTransactionError,
+    LakeError,
+    MalformedInputError,
+    SchemaConflictError,
+    UsageError,
+)
+from lake_core.loading import load
+from lake_core.maintenance import compact, fragmentation
+from lake_core.maintenance.policy import PLAN_SIZE_TAG
+from lake_core.objects import data_key
+from lake_core.pool import Pool
+from lake_core.stores.s3 import S3ObjectStore
+from lake_spark import spark_compact, spark_delete_keys, spark_load
+from lake_spark.read import spark_read
+from lake_spark.session import SparkSettings, executor_env, session_conf, spark_session
+from tests.lakecheck import assert_objects_intact
+
+pyspark = pytest.importorskip("pyspark")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def spark(s3_endpoint: str) -> Iterator[Any]:
+    session = spark_session(SparkSettings.resolve("local[2]", app_name="lakepool-tests"))
+    yield session
+    session.stop()
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _ts(i: int) -> str:
+    return (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=37 * i)).isoformat()
+
+
+def _write_sources(folder: Path) -> list[Path]:
+    """NDJSON (duplicate keys, null keys, a column only it has), CSV, a multi-row-group
+    Parquet file and a gzip'd NDJSON file — the same rows for both paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    a = folder / "a.ndjson"
+    with a.open("w") as f:
+        for i in range(3000):
+            rec: dict[str, Any] = {"k": (i * 7919) % 700, "v": i, "s": "a" * (i % 17)}
+            if i % 250 == 0:
+                rec.pop("k")  # a record without the key: kept, sorted last
+            if i % 3 == 0:
+                rec["only_a"] = True
+            f.write(json.dumps(rec) + "\n")
+    b = folder / "b.csv"
+    b.write_text("k,v,t\n" + "".join(f"{i % 300},{10_000 + i},{_ts(i)}\n" for i in range(2000)))
+    c = folder / "c.parquet"
+    pq.write_table(
+        pa.table({"k": pa.array([i % 900 for i in range(4000)], pa.int32()), "v": range(4000)}),
+        c,
+        row_group_size=500,
+    )
+    d = folder / "d.ndjson.gz"
+    d.write_bytes(gzip.compress(b"".join(b'{"k": %d, "v": -%d}\n' % (i % 50, i) for i in range(500))))
+    return [a, b, c, d]
+
+
+def _upload(paths: list[Path], bucket: str) -> list[str]:
+    s3 = boto3.client("s3")
+    out = []
+    for p in paths:
+        s3.upload_file(str(p), bucket, f"landing/{p.name}")
+        out.append(f"s3://{bucket}/landing/{p.name}")
+    return out
+
+
+def _data_files(pool: Pool) -> set[str]:
+    return {i.key for i in pool.store.list(f"pools/{pool.id}/data/")}
+
+
+def _assert_same(got: pa.Table, expected: pa.Table) -> None:
+    """Same schema, same rows in the same order (NaN equal to NaN, unlike ``Table.equals``)."""
+
+    def rows(t: pa.Table) -> list[tuple[Any, ...]]:
+        return [
+            tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in r.values())
+            for r in t.to_pylist()
+        ]
+
+    assert got.schema == expected.schema
+    assert rows(got) == rows(expected)
+
+
+def _assert_layout(pool: Pool) -> None:
+    """Objects sorted, never overlapping within a partition (so equal keys never split),
+    never straddling partitions, and each holding what its metadata says."""
+    assert_objects_intact(pool)
+    snap = pool.snapshot(pool.tip())
+    key = pool.config.key
+    by_partition: dict[Any, list[Any]] = {}
+    for o in snap.objects.values():
+        by_partition.setdefault(o.partition, []).append(o)
+        table = pool.store.get(data_key(pool.id, o.id))
+        rows = pq.read_table(pa.BufferReader(table))
+        # A stable sort of sorted rows leaves them where they are.
+        order = key.sort_indices(rows).to_pylist()
+        assert order == list(range(rows.num_rows)), f"object {o.id} not sorted"
+        if pool.partition_spec is not None:
+            assert set(pool.partition_spec.values(rows).to_pylist()) == {o.partition}
+    for objs in by_partition.values():
+        keyed = sorted((o for o in objs if o.min is not None), key=lambda o: o.min)
+        for x, y in zip(keyed, keyed[1:], strict=False):
+            assert x.max < y.min, f"objects {x.id} and {y.id} overlap"
+
+
+# -- session settings (no Spark needed) -------------------------------------------------------
+
+
+def test_settings_resolve_argument_then_env_then_local() -> None:
+    assert SparkSettings.resolve("spark://h:7077", env={}).master == "spark://h:7077"
+    env = {"LAKE_SPARK_MASTER": "spark://e:7077"}
+    assert SparkSettings.resolve(None, env=env).master == "spark://e:7077"
+    assert SparkSettings.resolve("local[2]", env=env).master == "local[2]"
+    assert SparkSettings.resolve(None, env={}).master == "local[*]"
+
+
+def test_session_conf_passes_only_present_aws_keys_and_the_interpreter() -> None:
+    env = {"AWS_ACCESS_KEY_ID": "id", "AWS_ENDPOINT_URL": "http://x:1", "HOME": "/root"}
+    assert executor_env(env) == {
+        "spark.executorEnv.AWS_ACCESS_KEY_ID": "id",
+        "spark.executorEnv.AWS_ENDPOINT_URL": "http://x:1",
+    }
+    conf = session_conf(SparkSettings("local[2]", conf={"spark.sql.shuffle.partitions": "3"}), env)
+    assert conf["spark.pyspark.python"] == sys.executable
+    assert conf["spark.default.parallelism"] == "2"
+    assert conf["spark.sql.shuffle.partitions"] == "3"  # the caller's conf wins
+    assert conf["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+    assert "secret" in conf["spark.redaction.regex"]
+    assert not any("HOME" in k for k in conf)
+
+
+def test_the_session_is_configured(spark: Any) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.pyspark.python") == sys.executable
+    assert conf.get("spark.executorEnv.AWS_ENDPOINT_URL") == os.environ["AWS_ENDPOINT_URL"]
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+# -- ingest -----------------------------------------------------------------------------------
+
+
+def test_spark_load_gives_the_local_paths_rows_in_its_order(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
+    paths = _write_sources(tmp_path / "in")
+    sources: list[Any] = paths
+    if lake.config.uri.startswith("s3://"):
+        sources = _upload(paths, lake.config.uri[len("s3://") :].split("/")[0])
+    local = lake.create_pool("local", "k:asc", target_size=12_000, seek_stride=4096)
+    remote = lake.create_pool("spark", "k:asc", target_size=12_000, seek_stride=4096)
+    load(local, paths)
+    # Small chunks: the Parquet file is read by several tasks.
+    commit = spark_load(spark, remote, sources, chunk_bytes=8_000, message="via spark")
+    assert [c.id for c in remote.log()] == [commit.id]  # one commit
+    assert commit.message == "via spark"
+    expected, got = local.read(), remote.read()
+    assert got.schema == expected.schema
+    assert got.equals(expected)  # same rows, same order (ties in source order, nulls last)
+    assert len(remote.snapshot(commit.id).objects) > 3  # the work really was split
+    _assert_layout(remote)
+    sizes = [o.size for o in remote.snapshot(commit.id).objects.values()]
+    assert max(sizes) < 4 * 12_000  # near the target, not one big object
+
+
+def test_spark_load_of_a_descending_multi_field_key_with_nulls_and_nan(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
+    src = tmp_path / "m.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "a": [i % 7 if i % 50 else None for i in range(5000)],
+                "b": [f"x{(i * 31) % 97}" for i in range(5000)],
+                "f": [float(i % 11) if i % 13 else float("nan") for i in range(5000)],
+                "v": range(5000),
+            }
+        ),
+        src,
+        row_group_size=700,
+    )
+    local = lake.create_pool("l", "a,b,f:desc", target_size=8_000, seek_stride=2048)
+    remote = lake.create_pool("r", "a,b,f:desc", target_size=8_000, seek_stride=2048)
+    load(local, [src])
+    spark_load(spark, remote, [src], chunk_bytes=10_000)
+    _assert_same(remote.read(), local.read())
+    _assert_layout(remote)
+
+
+def test_spark_load_of_a_dataframe_keeps_its_types_and_order(spark: Any, lake: Lake) -> None:
+    table = pa.table(
+        {
+            "ts": pa.array(
+                [datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=i % 40) for i in range(400)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "n": pa.array(range(400), pa.int32()),
+            "tags": [["a", "b"][: i % 3] for i in range(400)],
+        }
+    )
+    local = lake.create_pool("l", "ts:desc", target_size=3_000)
+    remote = lake.create_pool("r", "ts:desc", target_size=3_000)
+    load(local, [table])
+    df = spark.createDataFrame(table)
+    assert df.rdd.getNumPartitions() > 1
+    commit = spark_load(spark, remote, df)
+    assert "DataFrame" in commit.message
+    assert remote.read().equals(local.read())  # partitions in order: the table's own order
+    _assert_layout(remote)
+
+
+def test_spark_load_into_a_partitioned_pool(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    src = tmp_path / "p.ndjson"
+    src.write_text(
+        "".join(json.dumps({"ts": _ts(i * 7 % 900), "u": i % 23, "v": i}) + "\n" for i in range(3000))
+        + json.dumps({"u": 1, "v": -1})  # no ts: partition "null"
+        + "\n"
+    )
+    local = lake.create_pool("l", "u,ts:asc", target_size=6_000, partition_by="day(ts)")
+    remote = lake.create_pool("r", "u,ts:asc", target_size=6_000, partition_by="day(ts)")
+    load(local, [src])
+    commit = spark_load(spark, remote, [src])
+    _assert_layout(remote)
+    parts = {o.partition for o in remote.snapshot(commit.id).objects.values()}
+    assert "null" in parts and len(parts) > 5
+    got = remote.read()
+    expected = local.read()
+    assert got.schema == expected.schema
+    assert sorted(got["v"].to_pylist()) == sorted(expected["v"].to_pylist())
+    assert got.select(["u", "ts"]).equals(expected.select(["u", "ts"]))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param({"b.ndjson": '{"k": 1}\n{"k": 2\n'}, id="malformed-ndjson-line"),
+        pytest.param({"b.ndjson": '{"k": 1, "a": "text"}\n'}, id="schema-conflict-between-files"),
+        pytest.param({"b.csv": "k,a\n1,2\n3\n"}, id="csv-arity"),
+        pytest.param({"missing.ndjson": None}, id="missing-file"),
+    ],
+)
+def test_bad_input_gives_the_local_error_and_commits_and_leaves_nothing(
+    spark: Any, lake: Lake, tmp_path: Path, bad: dict[str, str | None]
+) -> None:
+    good = tmp_path / "a.ndjson"
+    good.write_text("".join(json.dumps({"k": i, "a": i}) + "\n" for i in range(100)))
+    paths = [good]
+    for name, text in bad.items():
+        p = tmp_path / name
+        if text is not None:
+            p.write_text(text)
+        paths.append(p)
+    pool = lake.create_pool("p", "k:asc", target_size=1_000)
+    with pytest.raises(LakeError) as local_error:
+        load(pool, paths)
+    with pytest.raises(LakeError) as spark_error:
+        spark_load(spark, pool, paths)
+    assert type(spark_error.value) is type(local_error.value)
+    assert str(spark_error.value) == str(local_error.value)
+    assert str(paths[-1]) in str(spark_error.value)
+    assert pool.tip() is None
+    assert _data_files(pool) == set()
+
+
+def test_malformed_line_names_the_file_and_line(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    src = tmp_path / "x.ndjson"
+    src.write_text('{"k": 1}\n\n{"k": 2,}\n')
+    pool = lake.create_pool("p", "k:asc")
+    with pytest.raises(MalformedInputError, match=r"x\.ndjson.*line 3"):
+        spark_load(spark, pool, [src])
+
+
+def test_conflict_with_the_pools_schema_commits_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    pool = lake.create_pool("p", "k:asc")
+    first = load(pool, [pa.table({"k": [1], "a": [1]})])
+    src = tmp_path / "x.ndjson"
+    src.write_text('{"k": 2, "a": "two"}\n')
+    files = _data_files(pool)
+    with pytest.raises(SchemaConflictError, match="'a'.*int64.*string"):
+        spark_load(spark, pool, [src])
+    assert pool.tip() == first.id and _data_files(pool) == files
+
+
+def test_a_failed_commit_removes_every_object_the_tasks_wrote(
+    spark: Any, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = _write_sources(tmp_path / "in")
+    pool = lake.create_pool("p", "k:asc", target_size=12_000)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        assert len(_data_files(pool)) > 3  # the tasks wrote their objects
+        raise CommitConflictError("refused for the test")
+
+    monkeypatch.setattr(pool, "commit", refuse)
+    with pytest.raises(CommitConflictError, match="refused"):
+        spark_load(spark, pool, paths)
+    assert _data_files(pool) == set()
+
+
+def test_empty_input_and_unknown_branch(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    pool = lake.create_pool("p", "k:asc")
+    empty = tmp_path / "e.ndjson"
+    empty.write_text("\n")
+    with pytest.raises(EmptyTransactionError):
+        spark_load(spark, pool, [empty])
+    with pytest.raises(LakeError, match="nope"):
+        spark_load(spark, pool, [empty], branch="nope")
+    with pytest.raises(UsageError, match="standard input"):
+        spark_load(spark, pool, ["-"])
+
+
+# -- compaction -------------------------------------------------------------------------------
+
+
+def _fragment(pool: Pool) -> None:
+    for i in range(10):  # overlapping loads: every load spans the whole key range
+        load(pool, [pa.table({"ts": [j * 10 + i for j in range(400)], "w": [i] * 400})])
+    load(pool, [pa.table({"ts": pa.array([None, None], pa.int64()), "w": [99, 99]})])
+
+
+def test_spark_compaction_equals_local_compaction(spark: Any, lake: Lake) -> None:
+    local = lake.create_pool("l", "ts:asc", target_size=20_000, seek_stride=4096)
+    remote = lake.create_pool("r", "ts:asc", target_size=20_000, seek_stride=4096)
+    _fragment(local)
+    _fragment(remote)
+    before = remote.read()
+    expected = compact(local)
+    result = spark_compact(spark, remote)
+    assert result.commit is not None
+    assert (result.runs, result.objects_in, result.objects_out) == (
+        expected.runs,
+        expected.objects_in,
+        expected.objects_out,
+    )
+    assert remote.read().equals(before)
+    assert remote.read().equals(local.read())
+    outs = sorted(remote.snapshot(remote.tip()).objects.values(), key=lambda o: o.min or [1 << 62])
+    outs_local = sorted(local.snapshot(local.tip()).objects.values(), key=lambda o: o.min or [1 << 62])
+    assert [(o.min, o.max, o.count, o.tags.get(PLAN_SIZE_TAG)) for o in outs] == [
+        (o.min, o.max, o.count, o.tags.get(PLAN_SIZE_TAG)) for o in outs_local
+    ]
+    assert spark_compact(spark, remote).commit is None  # the same fixpoint
+    assert fragmentation(remote).overlapping_objects == 0
+    assert remote.read_commit(remote.tip()).extra.get("kind") == "compaction"
+    _assert_layout(remote)
+
+
+def test_spark_compaction_racing_a_delete_fails_and_removes_its_objects(
+    spark: Any, lake: Lake
+) -> None:
+    pool = lake.create_pool("r", "ts:asc")
+    victim = load(pool, [pa.table({"ts": [1, 3]})]).adds()[0].id
+    load(pool, [pa.table({"ts": [2, 4]})])
+    other = Lake.open(lake.config).pool("r")
+
+    def delete_meanwhile() -> None:
+        other.commit("main", [], [victim], message="concurrent delete")
+
+    files = _data_files(pool)
+    with pytest.raises(CommitConflictError, match=victim):
+        spark_compact(spark, pool, guard=delete_meanwhile)
+    assert _data_files(pool) == files
+    assert pool.read()["ts"].to_pylist() == [2, 4]
+
+
+def test_spark_compaction_of_explicit_objects(spark: Any, lake: Lake) -> None:
+    pool = lake.create_pool("x", "ts:asc")
+    a = load(pool, [pa.table({"ts": [1, 5]})]).adds()[0].id
+    b = load(pool, [pa.table({"ts": [2, 6]})]).adds()[0].id
+    load(pool, [pa.table({"ts": [3]})])
+    result = spark_compact(spark, pool, object_ids=[a, b])
+    assert (result.objects_in, result.objects_out) == (2, 1)
+    assert pool.read()["ts"].to_pylist() == [1, 2, 3, 5, 6]
+
+
+# -- reading and deleting ---------------------------------------------------------------------
+
+
+def test_spark_read_prunes_filters_and_time_travels(spark: Any, lake: Lake) -> None:
+    pool = lake.create_pool("p", "ts:asc", target_size=4_000)
+    first = load(pool, [pa.table({"ts": range(0, 1000), "s": [f"s{i % 5}" for i in range(1000)]})])
+    load(pool, [pa.table({"ts": range(1000, 2000), "x": [1.5] * 1000})])
+    where = "ts >= 900 AND ts < 1100 AND (s = 's1' OR s IS NULL)"
+    expected = sorted(pool.read(where=where, columns=["ts", "s"])["ts"].to_pylist())
+    readers = ["lake"] if lake.config.uri.startswith("s3://") else ["lake", "parquet", "auto"]
+    for reader in readers:
+        df = spark_read(spark, pool, where=where, columns=["ts", "s"], reader=reader)
+        assert df.columns == ["ts", "s"]
+        assert sorted(r.ts for r in df.collect()) == expected, reader
+        old = spark_read(spark, pool, first.id, reader=reader)
+        assert old.count() == 1000 and "x" not in old.columns
+    # Pruning happens before Spark: a range in one object gives one file to read.
+    files = pool.files(where="ts < 10")
+    assert len(files) == 1
+    df = spark_read(spark, pool, where="ts < 10", reader="lake")
+    assert df.rdd.getNumPartitions() == 1 and df.count() == 10
+    with pytest.raises(UsageError, match="nope"):
+        spark_read(spark, pool, where="nope > 1")
+
+
+def test_spark_delete_keys(spark: Any, lake: Lake) -> None:
+    keys = [f"junk/{i}.bin" for i in range(120)]
+    for k in keys:
+        lake.store.put(k, b"x")
+    assert spark_delete_keys(spark, lake.config.uri, keys, batch=25) == 120
+    assert list(lake.store.list("junk/")) == []
+    assert spark_delete_keys(spark, lake.config.uri, []) == 0
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_compact_with_spark(tmp_path: Path) -> None:
+    """The real command in its own process (its own JVM, ``LAKE_SPARK_MASTER``); the test
+    below drives ``load --spark`` in-process."""
+    uri = str(tmp_path / "lake")
+    env = {**os.environ, "LAKE_ROOT": uri, "LAKE_SPARK_MASTER": "local[1]"}
+    lake = Lake.init(LakeConfig(uri=uri))
+    pool = lake.create_pool("logs", "k:asc", target_size=20_000)
+    srcs = []
+    for i in range(4):
+        p = tmp_path / f"{i}.ndjson"
+        p.write_text("".join(json.dumps({"k": j * 4 + i, "v": i}) + "\n" for j in range(300)))
+        srcs.append(p)
+    for s in srcs:
+        load(pool, [s])
+    exe = Path(sys.executable).parent / "lake"
+    out = subprocess.run(
+        [str(exe), "compact", "--spark", "-p", "logs"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Traceback" not in out.stderr
+    assert "compacted 4 objects" in out.stdout and out.stdout.strip().endswith("committed")
+    assert pool.read()["k"].to_pylist() == list(range(1200))
+    assert len(pool.snapshot(pool.tip()).objects) == 1
+
+
+def test_cli_spark_load_errors_and_output_are_the_local_ones(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (the test session's Spark): the same message and exit code as ``lake load``."""
+    from contextlib import contextmanager
+
+    import lake_spark.cli
+    from lake_core.cli import main
+
+    @contextmanager
+    def shared(args: Any, what: str) -> Iterator[Any]:
+        assert args.spark_master == "spark://nowhere:7077" or args.spark
+        yield spark
+
+    monkeypatch.setattr(lake_spark.cli, "_spark", shared)
+    uri = str(tmp_path / "lake")
+    Lake.init(LakeConfig(uri=uri)).create_pool("logs", "k:asc")
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"k": 1}\n{"k": \n')
+    results = []
+    for flags in ([], ["--spark"], ["--spark-master", "spark://nowhere:7077"]):
+        code = main(["--lake", uri, "load", *flags, "-p", "logs", str(bad)])
+        results.append((code, capsys.readouterr().err))
+    assert results[0][0] == 1 and "line 2" in results[0][1] and str(bad) in results[0][1]
+    assert results[1] == results[0] and results[2] == results[0]
+    good = tmp_path / "good.ndjson"
+    good.write_text("".join(json.dumps({"k": i}) + "\n" for i in range(100)))
+    code = main(["--lake", uri, "load", "--spark", "-p", "logs", str(good), "-m", "via spark"])
+    out = capsys.readouterr().out.strip()
+    pool = Lake.open(LakeConfig(uri=uri)).pool("logs")
+    assert code == 0 and out == f"{pool.tip()} committed"
+    assert pool.read_commit(pool.tip()).message == "via spark"
+    code = main(["--lake", uri, "compact", "--spark", "-p", "logs"])
+    assert code == 0 and capsys.readouterr().out.strip() == "nothing to compact"
+
+
+def test_s3_objects_written_by_tasks_are_in_the_bucket(spark: Any, s3_bucket: str) -> None:
+    uri = f"s3://{s3_bucket}/lake"
+    lake = Lake.init(LakeConfig(uri=uri))
+    pool = lake.create_pool("p", "k:asc")
+    commit = spark_load(spark, pool, spark.createDataFrame([(i, i * 2) for i in range(50)], "k long, v long"))
+    store = S3ObjectStore.from_uri(uri)
+    for obj in commit.adds():
+        assert store.head(data_key(pool.id, obj.id)).size == obj.size
