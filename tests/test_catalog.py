@@ -98,6 +98,8 @@ def test_namespaces_are_created_on_first_use(lake: Lake) -> None:
     assert [r.display for r, _ in snap.state.pools("ns1")] == ["ns1.logs", "ns1.more"]
     with pytest.raises(AlreadyExistsError, match="pool 'ns1.logs' already exists"):
         lake.create_pool("ns1.logs")
+    # The refused create left no definition file behind.
+    assert len(list(lake.store.list("catalog/def/table/"))) == 3
     with pytest.raises(PoolNotFoundError, match="nope: pool not found"):
         lake.pool("nope")
     with pytest.raises(PoolNotFoundError):

@@ -103,25 +103,27 @@ class CatalogPoolRegistry(PoolRegistry):
         return sorted(pools, key=lambda p: p.name)
 
     def create(self, config: PoolConfig) -> None:
-        txn = self.catalog.begin()
-        txn.create_namespace(config.name.namespace, if_not_exists=True)
-        txn.create_pool(config.name.namespace, config.name.name, table_def_of(config))
-        txn.commit()
+        with self.catalog.begin() as txn:
+            txn.create_namespace(config.name.namespace, if_not_exists=True)
+            txn.create_pool(config.name.namespace, config.name.name, table_def_of(config))
+            txn.commit()
 
     def alter(self, config: PoolConfig) -> int:
         """Replace the settings of pool ``config.name`` (its id must not change); returns the
         catalog version. Raises PoolNotFoundError, CatalogConflictError."""
-        txn = self.catalog.begin()
-        current = txn.state.pool(config.name.namespace, config.name.name)
-        if current is None:
-            raise PoolNotFoundError(str(config.name))
-        if current.id != config.id:
-            raise PoolNotFoundError(str(config.name), f"it is pool {current.id}, not {config.id}")
-        txn.alter_pool(config.name.namespace, config.name.name, table_def_of(config))
-        return txn.commit()
+        with self.catalog.begin() as txn:
+            current = txn.state.pool(config.name.namespace, config.name.name)
+            if current is None:
+                raise PoolNotFoundError(str(config.name))
+            if current.id != config.id:
+                raise PoolNotFoundError(
+                    str(config.name), f"it is pool {current.id}, not {config.id}"
+                )
+            txn.alter_pool(config.name.namespace, config.name.name, table_def_of(config))
+            return txn.commit()
 
     def drop(self, name: PoolName) -> PoolConfig:
-        txn = self.catalog.begin()
-        definition = txn.drop_pool(name.namespace, name.name)
-        txn.commit()
+        with self.catalog.begin() as txn:
+            definition = txn.drop_pool(name.namespace, name.name)
+            txn.commit()
         return pool_config_of(ObjectRef(objects_pb2.TABLE, name.namespace, name.name), definition)

@@ -95,13 +95,26 @@ class Transaction:
         self._saved = False
         self._rng = catalog.rng
 
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Leaving the block without committing aborts (deletes what was written)."""
+        self.abort()
+
     # -- changes -------------------------------------------------------------------------
 
     def _perform(self, action: ActionDef) -> None:
         self._check_open()
         if self._rollback is not None:
             raise UsageError("a rollback transaction makes no other changes")
-        state, done = apply(self.state, action)
+        try:
+            state, done = apply(self.state, action)
+        except LakeError:
+            if action.def_path in self._written:  # refused: its definition is of no use
+                self._written.remove(action.def_path)
+                self.catalog.files.delete_quietly([action.def_path])
+            raise
         self.intents.append(action)
         self.state = state
         if done is not None:
