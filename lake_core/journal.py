@@ -1,6 +1,6 @@
 """A numbered, append-only journal of a small mutable table (name → JSON value).
 
-Used for a pool's branches (branch name → tip commit) and for the interim pool registry.
+Used for a pool's branches (branch name → tip commit; plus vacate tails, see pool.py).
 
 Layout under ``<dir>/``: entries ``1.json`` … ``N.json``, each immutable once written; ``HEAD``
 (a hint: decimal N, maybe stale) and ``TAIL`` (the first entry kept; 1 until vacate moves it).

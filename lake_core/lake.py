@@ -17,6 +17,7 @@ from lake_core.errors import (
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PoolNotFoundError,
 )
 from lake_core.ids import new_id
 from lake_core.keys import PoolKey
@@ -101,9 +102,18 @@ class Lake:
             partition_by=partition_by,
             created=self.config.clock.now(),
         )
+        try:
+            self.registry.get(pool_name)
+        except PoolNotFoundError:
+            pass
+        else:
+            # Checked first so the common mistake leaves nothing behind; a racing creator of
+            # the same name is still refused by the catalog commit below.
+            raise AlreadyExistsError("pool", str(pool_name))
         pool = self._open_pool(pool_config)
         # The pool's journal exists before its name does: a reader that finds the name always
-        # finds a usable pool. A crash between the two leaves an unnamed directory (an orphan).
+        # finds a usable pool. A crash (or a lost race for the name) between the two leaves an
+        # unnamed pool directory behind.
         pool.initialize()
         self.registry.create(pool_config)
         return pool
