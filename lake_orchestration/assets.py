@@ -34,7 +34,7 @@ KIND = "lakepool"
 LANDING_META = "landing"
 
 
-class IngestConfig(dg.Config):  # type: ignore[misc]
+class IngestConfig(dg.Config):
     """Which landing files to ingest (paths relative to the landing zone). Empty: every
     landing file the pool does not hold yet."""
 
@@ -110,7 +110,7 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
     )
     def pool_asset(
         context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         pool = lake.pool(spec, create=True)
         assert pool is not None
         zone = lake.landing(spec)
@@ -172,7 +172,7 @@ def _build_daily_asset(spec: PoolSpec) -> dg.AssetsDefinition:
         )
         def pool_asset(
             context: dg.AssetExecutionContext, lake: LakeResource
-        ) -> dg.MaterializeResult:
+        ) -> dg.MaterializeResult:  # type: ignore[type-arg]
             pool = lake.pool(spec, create=True)
             assert pool is not None
             zone = lake.landing(spec)

@@ -40,7 +40,7 @@ def check_objects(pool: Pool, branch: str) -> tuple[bool, dict[str, Any]]:
             missing.append(o.id)
         elif size != o.size:
             wrong.append(f"{o.id}: {size} bytes, recorded {o.size}")
-    md = {
+    md: dict[str, Any] = {
         "lake/objects": len(snap.objects),
         "lake/missing": len(missing),
         "lake/wrong_size": len(wrong),
@@ -113,10 +113,18 @@ def check_fragmentation(pool: Pool, spec: PoolSpec) -> tuple[bool, dict[str, Any
         frag.overlapping_objects <= policy.max_overlapping_objects
         and frag.small_objects <= policy.max_small_objects
     )
-    md = {f"lake/{k}": v for k, v in frag.to_json().items()}
+    md: dict[str, Any] = {f"lake/{k}": v for k, v in frag.to_json().items()}
     md["lake/max_overlapping_objects"] = policy.max_overlapping_objects
     md["lake/max_small_objects"] = policy.max_small_objects
     return passed, md
+
+
+def _run_check(name: str, pool: Pool, spec: PoolSpec) -> tuple[bool, dict[str, Any]]:
+    if name == OBJECTS_EXIST:
+        return check_objects(pool, spec.branch)
+    if name == NO_SCHEMA_CONFLICTS:
+        return check_schema(pool, spec.branch)
+    return check_fragmentation(pool, spec)
 
 
 def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
@@ -139,11 +147,7 @@ def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
     ) -> Iterator[dg.AssetCheckResult]:
         pool = lake.pool(spec)
         wanted = {k.name for k in context.selected_asset_check_keys}
-        for name, run in (
-            (OBJECTS_EXIST, lambda p: check_objects(p, spec.branch)),
-            (NO_SCHEMA_CONFLICTS, lambda p: check_schema(p, spec.branch)),
-            (FRAGMENTATION, lambda p: check_fragmentation(p, spec)),
-        ):
+        for name in (OBJECTS_EXIST, NO_SCHEMA_CONFLICTS, FRAGMENTATION):
             if name not in wanted:
                 continue
             if pool is None:
@@ -154,7 +158,7 @@ def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
                     description=f"pool {spec.name} does not exist yet",
                 )
                 continue
-            passed, md = run(pool)
+            passed, md = _run_check(name, pool, spec)
             yield dg.AssetCheckResult(
                 asset_key=key,
                 check_name=name,

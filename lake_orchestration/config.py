@@ -30,9 +30,9 @@ import re
 from collections.abc import Mapping
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lake_core.ingest.formats import FORMATS
@@ -54,20 +54,20 @@ class _Frozen(BaseModel):
 class SensorPolicy(_Frozen):
     """How the landing sensor of a pool runs."""
 
-    interval_seconds: int = Field(30, ge=1)
+    interval_seconds: Annotated[int, Field(ge=1)] = 30
     #: Sensors start stopped in Dagster unless declared running.
     running: bool = False
-    max_files_per_run: int = Field(100, ge=1)
+    max_files_per_run: Annotated[int, Field(ge=1)] = 100
 
 
 class CompactionPolicy(_Frozen):
     """When to compact: on a cron, and when fragmentation passes a threshold."""
 
     cron: str | None = "0 * * * *"
-    max_overlapping_objects: int = Field(8, ge=0)
-    max_small_objects: int = Field(16, ge=0)
+    max_overlapping_objects: Annotated[int, Field(ge=0)] = 8
+    max_small_objects: Annotated[int, Field(ge=0)] = 16
     #: How often the fragmentation sensor looks (None: no fragmentation sensor).
-    sensor_interval_seconds: int | None = Field(60, ge=1)
+    sensor_interval_seconds: Annotated[int | None, Field(ge=1)] = 60
     #: Whether the schedule and the fragmentation sensor start running.
     running: bool = False
     sensor_running: bool = False

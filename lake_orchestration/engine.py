@@ -30,7 +30,7 @@ def load_sources(
     if lake.engine == "spark":
         from lake_spark import spark_load
 
-        return spark_load(  # type: ignore[no-any-return]
+        return spark_load(
             lake.spark_session(),
             pool,
             [str(s) for s in sources],
@@ -49,7 +49,7 @@ def compact_pool(
     if lake.engine == "spark":
         from lake_spark import spark_compact
 
-        return spark_compact(  # type: ignore[no-any-return]
+        return spark_compact(
             lake.spark_session(), pool, branch=branch, guard=guard, author=lake.user
         )
     return compact(pool, branch, guard=guard, author=lake.user)

@@ -24,20 +24,20 @@ from lake_orchestration.metadata import live_metadata
 from lake_orchestration.resources import LakeResource
 
 
-class CompactConfig(dg.Config):  # type: ignore[misc]
+class CompactConfig(dg.Config):
     """Seconds to wait for the pool's maintenance lock (default: the pool's policy)."""
 
     lock_timeout: float | None = None
 
 
-class VacateConfig(dg.Config):  # type: ignore[misc]
+class VacateConfig(dg.Config):
     """Cut history before ``before`` (ISO 8601); empty: now minus the policy's ``keep``."""
 
     before: str = ""
     lock_timeout: float | None = None
 
 
-class CleanupConfig(dg.Config):  # type: ignore[misc]
+class CleanupConfig(dg.Config):
     """Grace period in seconds (default: the policy's); ``dry_run`` only reports."""
 
     grace_seconds: float | None = None
@@ -138,7 +138,7 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
         pool = _open(lake, spec)
         with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
             result = vacate(pool, before, guard=held.check)
-        md = {
+        md: dict[str, Any] = {
             "lake/vacated_before": to_iso(before),
             "lake/tails": dg.MetadataValue.json({k: v for k, v in result.tails.items()}),
         }
@@ -166,7 +166,9 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
         with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
             result = cleanup(pool, grace, dry_run=config.dry_run, guard=held.check)
         report = result.to_json() if hasattr(result, "to_json") else {"result": str(result)}
-        md = {f"lake/{k}": v for k, v in report.items() if isinstance(v, int | float | str)}
+        md: dict[str, Any] = {
+            f"lake/{k}": v for k, v in report.items() if isinstance(v, int | float | str)
+        }
         context.log_event(
             dg.AssetObservation(key, description="cleanup", metadata=md, tags=_tags("cleanup"))
         )

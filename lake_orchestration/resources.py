@@ -24,7 +24,7 @@ from lake_orchestration.config import PoolSpec
 from lake_orchestration.landing import LandingZone
 
 
-class S3Settings(dg.Config):  # type: ignore[misc]
+class S3Settings(dg.Config):
     """Where S3 is and who we are to it. Every field is optional: what is left out comes from
     boto3's standard resolution (``AWS_*`` variables, profiles, instance roles). Give secrets as
     ``dg.EnvVar("AWS_SECRET_ACCESS_KEY")``, never as literals."""
@@ -50,7 +50,7 @@ class S3Settings(dg.Config):  # type: ignore[misc]
         )
 
 
-class ZooKeeperResource(dg.ConfigurableResource):  # type: ignore[misc]
+class ZooKeeperResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The ZooKeeper ensemble holding the lake's per-pool maintenance locks.
 
     Example::
@@ -64,7 +64,7 @@ class ZooKeeperResource(dg.ConfigurableResource):  # type: ignore[misc]
     hosts: str
 
 
-class LakeResource(dg.ConfigurableResource):  # type: ignore[misc]
+class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The lake a code location works on, and how heavy work runs on it.
 
     Example::

@@ -20,6 +20,7 @@ from typing import Any
 
 import dagster as dg
 
+from lake_core.commit import Commit
 from lake_core.errors import LakeError
 from lake_core.maintenance import fragmentation
 from lake_orchestration.assets import asset_key
@@ -236,7 +237,7 @@ def build_observer_sensor(config: PoolsConfig, interval_seconds: int = 30) -> dg
                 # Without a cursor (a new or reset sensor), the event log says what was
                 # reported already, so nothing is observed twice.
                 known = set() if seen else _observed_commits(context.instance, asset_key(spec))
-                found = []
+                found: list[Commit] = []
                 for commit in pool.log(spec.branch):
                     if commit.id == seen or commit.id in known or len(found) >= OBSERVE_LIMIT:
                         break
