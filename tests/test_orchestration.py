@@ -564,3 +564,40 @@ def test_spark_engine_without_lake_spark_fails_clearly(env: Env) -> None:
     resource = LakeResource(uri=env.lake_uri, engine="spark")
     with pytest.raises(Exception, match="spark"):
         resource.spark_session()
+
+
+# -- the component ----------------------------------------------------------------------------
+
+
+def test_pools_component_builds_the_same_definitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dagster.components.testing import create_defs_folder_sandbox
+
+    from lake_orchestration.component import LakePoolsComponent
+
+    monkeypatch.setenv("LAKE_ROOT", "/nonexistent/lake")  # resolved at run time only
+    monkeypatch.delenv("LAKE_ZOOKEEPER", raising=False)
+    with create_defs_folder_sandbox() as sandbox:
+        path = sandbox.scaffold_component(
+            component_cls=LakePoolsComponent,
+            defs_yaml_contents={
+                "type": "lake_orchestration.component.LakePoolsComponent",
+                "attributes": {
+                    "pools": [
+                        {"name": "events", "key": ["ts"], "landing": "landing/events"},
+                        {
+                            "name": "daily",
+                            "partition_by": "day(ts)",
+                            "partitions": {"start": "2024-01-01"},
+                        },
+                    ]
+                },
+            },
+        )
+        with sandbox.load_component_and_build_defs(defs_path=path) as (component, defs):
+            assert isinstance(component, LakePoolsComponent)
+            keys = defs.resolve_asset_graph().get_all_asset_keys()
+            assert keys == {dg.AssetKey("events"), dg.AssetKey("daily")}
+            assert defs.resolve_sensor_def("events_landing").name == "events_landing"
+            assert defs.resolve_job_def("compact_daily").name == "compact_daily"
+            landing = component.pools_config(path).pool("events").landing
+            assert landing == str((path / "landing" / "events").resolve())
