@@ -2,6 +2,7 @@
 
 A pools file looks like this (see ``lake_orchestration/pools.yaml`` and docs/orchestration.md)::
 
+    observer_interval_seconds: 30     # how often commits made outside Dagster are looked for
     pools:
       - name: flights                 # a lake pool name (NAME or NS.NAME)
         key: [time_hour]              # pool key fields
@@ -184,6 +185,8 @@ class PoolSpec(_Frozen):
 
 class PoolsConfig(_Frozen):
     pools: tuple[PoolSpec, ...] = ()
+    #: How often the observer looks for commits made outside Dagster.
+    observer_interval_seconds: Annotated[int, Field(ge=1)] = 30
 
     @model_validator(mode="after")
     def _unique(self) -> PoolsConfig:

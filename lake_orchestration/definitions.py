@@ -45,9 +45,7 @@ _S3_ENV = {
 }
 
 
-def build_definitions(
-    config: PoolsConfig, lake: LakeResource, *, observer_interval_seconds: int = 30
-) -> dg.Definitions:
+def build_definitions(config: PoolsConfig, lake: LakeResource) -> dg.Definitions:
     """Everything for the pools of ``config`` on ``lake``."""
     assets: list[Any] = []
     checks: list[Any] = []
@@ -79,7 +77,7 @@ def build_definitions(
             if s is not None
         ]
     if config.pools:
-        sensors.append(build_observer_sensor(config, observer_interval_seconds))
+        sensors.append(build_observer_sensor(config, config.observer_interval_seconds))
     return dg.Definitions(
         assets=assets,
         asset_checks=checks,

@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 LOCATION = "lakepool"
 POOLS = """
+observer_interval_seconds: 2
 pools:
   - name: events
     key: [ts]
@@ -302,6 +303,35 @@ def test_job_backfill_through_the_daemon(dev: DagsterDev) -> None:
     pool = dev.lake().pool("ops.daily")
     assert [p.value for p in list_partitions(pool)] == [f"2024-01-0{d}" for d in range(1, 6)]
     assert pool.read().num_rows == 15
+    # Maintenance ran in the lake pool's concurrency pool, limited to one slot by the instance.
+    pools = dev.cli("instance", "concurrency", "get", "--all").stdout
+    assert "lake/ops.daily" in pools and "0 / 1" in pools, pools
+
+
+def test_cli_commit_is_observed(dev: DagsterDev) -> None:
+    extra = dev.base / "by-hand.ndjson"
+    extra.write_text(ndjson([{"ts": 500, "v": "by hand"}]))
+    out = subprocess.run(
+        [str(BIN / "lake"), "load", "-p", "events", str(extra), "--user", "analyst"]
+        + ["-m", "loaded by hand"],
+        env=dev.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    commit_id = out.stdout.split()[-2]
+    query = (
+        '{ assetOrError(assetKey: {path: ["events"]}) { ... on Asset { assetObservations(limit: 10)'
+        " { description metadataEntries { label ... on TextMetadataEntry { text } } } } } }"
+    )
+
+    def observed() -> bool:
+        obs = dev.gql(query)["assetOrError"]["assetObservations"]
+        return any({"label": "lake/commit", "text": commit_id} in o["metadataEntries"] for o in obs)
+
+    wait_for("an observation of the CLI commit", observed, 120, 2)
+    obs = dev.gql(query)["assetOrError"]["assetObservations"]
+    assert sum(o["description"] == "commit by analyst: loaded by hand" for o in obs) == 1
 
 
 def png_summary(path: Path) -> tuple[int, int, int]:
