@@ -389,7 +389,7 @@ def main() -> None:
     say(
         "\nSee it in the Dagster UI:  make ui   (then open http://127.0.0.1:3000)\n"
         "  Lineage shows both pools with their checks; Runs shows every ingest, compaction and\n"
-        "  retention run; each asset's Events tab shows commits, rows, objects and the late\n"
+        "  retention run; each asset's Events tab shows commits, rows, objects and the\n"
         "  observation of the analyst's delete. Turn on `flights_landing` under Automation and\n"
         f"  drop CSV files into {LANDING.relative_to(ROOT)}/flights to watch continuous ingest.\n"
         "Query the lake yourself:\n"
