@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,18 +51,27 @@ from lake_spark.ranges import (
     sample_indices,
     split_by_bucket,
 )
-from lake_spark.sources import DEFAULT_CHUNK_BYTES, Chunk, plan_chunks, read_chunk
+from lake_spark.sources import (
+    DEFAULT_CHUNK_BYTES,
+    Chunk,
+    expand_sources,
+    plan_chunks,
+    read_chunk,
+    read_chunk_columns,
+)
 from lake_spark.tasks import TaskError, task_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: Sampled rows per chunk, for key boundaries and the size estimate.
-SAMPLE_ROWS = 4096
+#: Sampled rows per chunk for the size estimate (encoded as Parquet: fewer rows compress
+#: worse than a whole object does, so small samples overestimate sizes), and of those, for
+#: the key boundaries (shipped to the driver).
+SIZE_SAMPLE_ROWS = 65536
+KEY_SAMPLE_ROWS = 4096
 #: What errors call the rows of a DataFrame source.
 DATAFRAME_NAME = "DataFrame"
 _COUNT = "__lake_partition_rows"
-_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,9 @@ class _Job:
     layout: pa.Schema | None = None  # the columns of every object, as the local path has them
     ranges: dict[str | None, tuple[int, pa.Table]] = field(default_factory=dict)
     partitions: tuple[str | None, ...] = ()  # bucket -> pool partition
+    # Of the Arrow IPC rows travel in. Spark's shuffle compresses (lz4) anyway, and an
+    # uncompressed stream is written straight into a buffer of its exact size.
+    shuffle_compression: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,26 +141,50 @@ def _partition_values(table: pa.Table, spec: PartitionSpec) -> pa.Table:
     return pa.table({spec.column: raw.slice(0, 1), _COUNT: pa.array([n], pa.int64())})
 
 
-def _survey_table(job: _Job, chunk: int, source: int, table: pa.Table) -> Survey:
+def _wanted(job: _Job) -> list[str]:
+    """The columns the survey samples: the key fields and the partition column."""
+    return list(dict.fromkeys([*job.key.fields, *_partition_column(job.spec)]))
+
+
+def _survey_table(
+    job: _Job,
+    chunk: int,
+    source: int,
+    table: pa.Table,
+    schema: pa.Schema | None = None,
+    bytes_per_row: float | None = None,
+) -> Survey:
+    """The survey of ``table`` (all of a chunk's rows; of its columns, at least the key and
+    partition ones when ``schema`` and ``bytes_per_row`` are given)."""
     n = table.num_rows
+    schema = schema or table.schema
     if n == 0:
-        return Survey(chunk, source, 0, table.schema)
-    picked = table.take(pa.array(sample_indices(n, SAMPLE_ROWS)))
-    sink = pa.BufferOutputStream()
-    compression: Any = job.options.compression
-    pq.write_table(sort_table(picked, job.key), sink, compression=compression)
-    bytes_per_row = sink.getvalue().size / picked.num_rows
-    wanted = [*job.key.fields, *_partition_column(job.spec)]
-    sampled = picked.select([c for c in dict.fromkeys(wanted) if c in table.schema.names])
-    sampled = sampled.append_column(WEIGHT, pa.array(np.full(picked.num_rows, n / picked.num_rows)))
+        return Survey(chunk, source, 0, schema)
+    if bytes_per_row is None:
+        sized = table.take(pa.array(sample_indices(n, SIZE_SAMPLE_ROWS)))
+        sink = pa.BufferOutputStream()
+        compression: Any = job.options.compression
+        pq.write_table(sort_table(sized, job.key), sink, compression=compression)
+        bytes_per_row = sink.getvalue().size / sized.num_rows
+    picks = pa.array(sample_indices(n, KEY_SAMPLE_ROWS))
+    columns = {c: table.column(c).take(picks) for c in _wanted(job) if c in table.schema.names}
+    columns[WEIGHT] = pa.array(np.full(len(picks), n / len(picks)))
+    sampled = pa.table(columns)
     parts = _partition_values(table, job.spec) if job.spec is not None else None
-    return Survey(chunk, source, n, table.schema, bytes_per_row, sampled, parts)
+    return Survey(chunk, source, n, schema, bytes_per_row, sampled, parts)
 
 
 def _survey_chunk(job: _Job) -> Callable[[Chunk], Survey]:
     def run(chunk: Chunk) -> Survey:
         try:
-            return _survey_table(job, chunk.index, chunk.source, read_chunk(chunk))
+            if chunk.row_groups is None:
+                return _survey_table(job, chunk.index, chunk.source, read_chunk(chunk))
+            # Part of a Parquet file: its footer tells the schema and the stored size, so
+            # only the key and partition columns are read now (the data is read once, to
+            # write it).
+            part = read_chunk_columns(chunk, _wanted(job))
+            per_row = part.stored_bytes / part.rows if part.rows else 0.0
+            return _survey_table(job, chunk.index, chunk.source, part.table, part.schema, per_row)
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             return Survey(chunk.index, chunk.source, error=TaskError.capture(exc))
 
@@ -248,17 +284,7 @@ def _plan_ranges(
         )
         ranges[value] = (len(partitions), bounds)
         partitions += [value] * (bounds.num_rows + 1)
-    return _Job(
-        job.uri,
-        job.pool_id,
-        job.key,
-        job.options,
-        spec,
-        schema,
-        layout,
-        ranges,
-        tuple(partitions),
-    )
+    return replace(job, schema=schema, layout=layout, ranges=ranges, partitions=tuple(partitions))
 
 
 def _with_layout(table: pa.Table, layout: pa.Schema) -> pa.Table:
@@ -273,18 +299,41 @@ def _with_layout(table: pa.Table, layout: pa.Schema) -> pa.Table:
 # -- stage 3: bucket and write (tasks) --------------------------------------------------------
 
 
-def _to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
+def _to_ipc(table: pa.Table, compression: str | None) -> bytes | bytearray:
+    options = pa.ipc.IpcWriteOptions(compression=compression)  # type: ignore[arg-type]
+    if compression is not None:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+    # Measure, then write once into a buffer of the exact size: no regrowing, no copy.
+    mock = pa.MockOutputStream()
+    with pa.ipc.new_stream(mock, table.schema, options=options) as writer:
         writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
+    out = bytearray(mock.size())
+    with pa.ipc.new_stream(
+        pa.FixedSizeBufferWriter(pa.py_buffer(out)), table.schema, options=options
+    ) as writer:
+        writer.write_table(table)
+    return out
 
 
-def _from_ipc(data: bytes) -> pa.Table:
+def _from_ipc(data: bytes | bytearray) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[tuple[int, tuple[int, bytes]]]:
+_Piece = tuple[int, tuple[int, bytes | bytearray]]  # (bucket, (seq, Arrow IPC or error))
+
+
+def _failed(job: _Job, seq: int, exc: Exception) -> Iterator[_Piece]:
+    """A chunk that failed after the survey: its error goes to every bucket (as ``-1 - seq``),
+    so that no bucket writes and the driver raises it."""
+    error = pickle.dumps(TaskError.capture(exc))
+    for bucket in range(len(job.partitions)):
+        yield bucket, (-1 - seq, error)
+
+
+def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[_Piece]:
     """The rows of one chunk, as (bucket, (seq, Arrow IPC)) pairs."""
     assert job.schema is not None
     table = conform_table(table, job.schema)
@@ -297,12 +346,17 @@ def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[tuple[int, tupl
             )
         offset, bounds = job.ranges[value]
         for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
-            yield offset + r, (seq, _to_ipc(rows))
+            yield offset + r, (seq, _to_ipc(rows, job.shuffle_compression))
 
 
-def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[tuple[int, tuple[int, bytes]]]]:
-    def run(chunk: Chunk) -> Iterator[tuple[int, tuple[int, bytes]]]:
-        yield from _bucketize(job, read_chunk(chunk), chunk.index)
+def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[_Piece]]:
+    def run(chunk: Chunk) -> Iterator[_Piece]:
+        try:
+            pieces = list(_bucketize(job, read_chunk(chunk), chunk.index))
+        except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
+            yield from _failed(job, chunk.index, exc)
+            return
+        yield from pieces
 
     return run
 
@@ -315,11 +369,14 @@ def _bucketize_frame(
 
         context = TaskContext.get()
         part = context.partitionId() if context is not None else 0
-        raw = _batches_table(batches)
-        if raw is None or raw.num_rows == 0:
-            return
-        table = normalize_table(raw, DATAFRAME_NAME)
-        for bucket, (seq, payload) in _bucketize(job, table, part):
+        try:
+            raw = _batches_table(batches)
+            if raw is None or raw.num_rows == 0:
+                return
+            pieces = list(_bucketize(job, normalize_table(raw, DATAFRAME_NAME), part))
+        except Exception as exc:  # noqa: BLE001 - e.g. a DataFrame that changed since the survey
+            pieces = list(_failed(job, part, exc))
+        for bucket, (seq, payload) in pieces:
             yield pa.RecordBatch.from_pydict(
                 {"bucket": [bucket], "seq": [seq], "payload": [payload]},
                 schema=_BUCKET_SCHEMA,
@@ -348,14 +405,17 @@ def _layout_table(table: pa.Table, layout: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=layout)
 
 
-def _write_bucket(
-    job: _Job,
-) -> Callable[[int, Iterable[tuple[int, tuple[int, bytes]]]], Iterator[_Written]]:
-    def run(bucket: int, items: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[_Written]:
+def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Written]]:
+    def run(bucket: int, items: Iterable[_Piece]) -> Iterator[_Written]:
         written: list[ObjectMeta] = []
         try:
             pieces = sorted((pair for _, pair in items), key=lambda pair: pair[0])
             if not pieces:
+                return
+            if pieces[0][0] < 0:  # a chunk failed: report the first one's error, write nothing
+                failed = max(seq for seq, _ in pieces if seq < 0)
+                error = next(payload for seq, payload in pieces if seq == failed)
+                yield _Written(bucket, (), pickle.loads(error))
                 return
             assert job.layout is not None
             tables = [_from_ipc(payload) for _, payload in pieces]
@@ -428,8 +488,8 @@ def spark_load(
         surveys = [pickle.loads(r[0]) for r in rows]
     else:
         paths = [sources] if isinstance(sources, str | Path) else list(sources)
-        names = [str(p) for p in paths]
-        chunks = plan_chunks(paths, fmt, chunk_bytes)
+        names = expand_sources(paths)
+        chunks = plan_chunks(names, fmt, chunk_bytes)
         if not chunks:
             raise EmptyTransactionError("no records in the input")
         sc.setJobDescription(f"lakepool load into {pool.name}: read {len(names)} sources")

@@ -1,7 +1,8 @@
 """Input sources of a Spark load: which files, cut into which chunks, read how.
 
 A source is a local path or an ``s3://bucket/key`` URI, named in errors exactly as given (as
-``lake load`` names it). Each chunk is read by one task:
+``lake load`` names it); an ``s3://bucket/prefix/`` URI (ending in ``/``) stands for every
+object under the prefix, in key order. Each chunk is read by one task:
 
 - a Parquet source with several row groups is cut into chunks of whole row groups of about
   ``chunk_bytes`` uncompressed, so one big file still spreads over every core;
@@ -77,8 +78,7 @@ def plan_chunks(
     if fmt not in FORMATS:
         raise UsageError(f"unknown input format {fmt!r}; expected one of {', '.join(FORMATS)}")
     chunks: list[Chunk] = []
-    for s, source in enumerate(sources):
-        name = str(source)
+    for s, name in enumerate(expand_sources(sources)):
         if name == "-":
             raise UsageError("a Spark load reads files, not standard input")
         groups = _row_group_chunks(name, fmt, chunk_bytes)
@@ -88,6 +88,22 @@ def plan_chunks(
             for g in groups:
                 chunks.append(Chunk(len(chunks), s, name, fmt, g))
     return chunks
+
+
+def expand_sources(sources: Sequence[str | Path]) -> list[str]:
+    """``sources`` as names, each ``s3://bucket/prefix/`` replaced by the objects under it."""
+    out: list[str] = []
+    for source in sources:
+        name = str(source)
+        if not (name.startswith("s3://") and name.endswith("/")):
+            out.append(name)
+            continue
+        bucket, _, prefix = name[len("s3://") :].partition("/")
+        listed = sorted(
+            info.key for info in _s3_store(f"s3://{bucket}").list(prefix) if info.size > 0
+        )
+        out += [f"s3://{bucket}/{key}" for key in listed]
+    return out
 
 
 def _row_group_chunks(name: str, fmt: str, chunk_bytes: int) -> list[tuple[int, ...]] | None:
@@ -112,6 +128,53 @@ def _row_group_chunks(name: str, fmt: str, chunk_bytes: int) -> list[tuple[int, 
     if current:
         out.append(tuple(current))
     return out if len(out) > 1 else None
+
+
+@dataclass(frozen=True)
+class ChunkColumns:
+    """Some columns of a Parquet chunk, and what its footer says of the rest."""
+
+    table: pa.Table  # the columns asked for, plus any that only the data can check; normalized
+    schema: pa.Schema  # the whole chunk's normalized schema
+    rows: int
+    stored_bytes: int  # compressed bytes of the chunk's row groups
+
+
+def _holds_uint64(dtype: pa.DataType) -> bool:
+    if pa.types.is_uint64(dtype):
+        return True
+    if pa.types.is_dictionary(dtype):
+        return _holds_uint64(dtype.value_type)
+    if pa.types.is_struct(dtype):
+        return any(_holds_uint64(f.type) for f in dtype)
+    if pa.types.is_map(dtype):
+        return _holds_uint64(dtype.key_type) or _holds_uint64(dtype.item_type)
+    value_type = getattr(dtype, "value_type", None)
+    return value_type is not None and _holds_uint64(value_type)
+
+
+def read_chunk_columns(chunk: Chunk, columns: Sequence[str]) -> ChunkColumns:
+    """``columns`` of a Parquet chunk (one with row groups), normalized, without reading the
+    others: normalization can only fail on data for uint64 values beyond int64, so those
+    columns are read (and checked) too; everything else is checked on the footer's schema.
+    Raises the errors :func:`read_chunk` raises for the same problems."""
+    assert chunk.row_groups is not None
+    try:
+        file = _parquet_file(chunk.name)
+        schema = file.schema_arrow
+        full = normalize_table(schema.empty_table(), chunk.name).schema
+        wanted = [
+            f.name for f in schema if f.name in set(columns) or _holds_uint64(f.type)
+        ]
+        table = file.read_row_groups(list(chunk.row_groups), columns=wanted)
+        meta = file.metadata
+        groups = [meta.row_group(rg) for rg in chunk.row_groups]
+    except (CorruptObjectError, pa.ArrowException, OSError) as err:
+        detail = err.detail if isinstance(err, CorruptObjectError) else err
+        raise MalformedInputError(chunk.name, "", f"not a valid Parquet file: {detail}") from None
+    stored = sum(g.column(i).total_compressed_size for g in groups for i in range(g.num_columns))
+    rows = sum(g.num_rows for g in groups)
+    return ChunkColumns(normalize_table(table, chunk.name), full, rows, stored)
 
 
 def read_chunk(chunk: Chunk) -> pa.Table:
