@@ -178,7 +178,9 @@ def test_spark_load_gives_the_local_paths_rows_in_its_order(
     paths = _write_sources(tmp_path / "in")
     sources: list[Any] = paths
     if lake.config.uri.startswith("s3://"):
-        sources = _upload(paths, lake.config.uri[len("s3://") :].split("/")[0])
+        bucket = lake.config.uri[len("s3://") :].split("/")[0]
+        assert len(_upload(paths, bucket)) == 4
+        sources = [f"s3://{bucket}/landing/"]  # a prefix: its objects in key order
     local = lake.create_pool("local", "k:asc", target_size=12_000, seek_stride=4096)
     remote = lake.create_pool("spark", "k:asc", target_size=12_000, seek_stride=4096)
     load(local, paths)
@@ -292,6 +294,39 @@ def test_bad_input_gives_the_local_error_and_commits_and_leaves_nothing(
     assert str(paths[-1]) in str(spark_error.value)
     assert pool.tip() is None
     assert _data_files(pool) == set()
+
+
+def test_parquet_errors_found_by_reading_data_are_the_local_ones(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
+    """A Parquet file read in row-group chunks is surveyed from its footer and key columns:
+    a uint64 overflow in another column, and a damaged data page the survey never reads, must
+    still fail as the local path fails, commit nothing and leave no object."""
+    big = tmp_path / "big.parquet"
+    values = pa.array([1] * 2999 + [2**63 + 5], pa.uint64())
+    pq.write_table(pa.table({"k": range(3000), "u": values}), big, row_group_size=500)
+    damaged = tmp_path / "damaged.parquet"
+    pq.write_table(
+        pa.table({"k": range(3000), "s": [f"text {i}" * 3 for i in range(3000)]}),
+        damaged,
+        row_group_size=500,
+        compression="snappy",
+    )
+    column = pq.ParquetFile(damaged).metadata.row_group(4).column(1)
+    data = bytearray(damaged.read_bytes())
+    start = column.data_page_offset
+    data[start : start + column.total_compressed_size] = b"\xff" * column.total_compressed_size
+    damaged.write_bytes(bytes(data))
+    pool = lake.create_pool("p", "k:asc", target_size=2_000)
+    for src, match in ((big, "does not fit int64"), (damaged, "not a valid Parquet file")):
+        with pytest.raises(MalformedInputError) as local_error:
+            load(pool, [src])
+        with pytest.raises(MalformedInputError, match=match) as spark_error:
+            spark_load(spark, pool, [src], chunk_bytes=1_000)
+        assert str(src) in str(spark_error.value)
+        if src == big:
+            assert str(spark_error.value) == str(local_error.value)
+        assert pool.tip() is None and _data_files(pool) == set()
 
 
 def test_malformed_line_names_the_file_and_line(spark: Any, lake: Lake, tmp_path: Path) -> None:
