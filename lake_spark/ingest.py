@@ -72,6 +72,9 @@ KEY_SAMPLE_ROWS = 4096
 #: What errors call the rows of a DataFrame source.
 DATAFRAME_NAME = "DataFrame"
 _COUNT = "__lake_partition_rows"
+#: Rows travel to their key range's task in Arrow IPC pieces of about this size.
+PIECE_BYTES = 32 * 1024 * 1024
+_PIECES = 1 << 24  # pieces per chunk, at most (sequence numbers: chunk * _PIECES + piece)
 
 
 @dataclass(frozen=True)
@@ -325,16 +328,24 @@ def _from_ipc(data: bytes | bytearray) -> pa.Table:
 _Piece = tuple[int, tuple[int, bytes | bytearray]]  # (bucket, (seq, Arrow IPC or error))
 
 
-def _failed(job: _Job, seq: int, exc: Exception) -> Iterator[_Piece]:
-    """A chunk that failed after the survey: its error goes to every bucket (as ``-1 - seq``),
-    so that no bucket writes and the driver raises it."""
+def _failed(job: _Job, chunk: int, exc: Exception) -> Iterator[_Piece]:
+    """A chunk that failed after the survey: its error goes to every bucket (with a negative
+    sequence number), so that no bucket writes and the driver raises it."""
     error = pickle.dumps(TaskError.capture(exc))
     for bucket in range(len(job.partitions)):
-        yield bucket, (-1 - seq, error)
+        yield bucket, (-1 - chunk * _PIECES, error)
 
 
-def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[_Piece]:
-    """The rows of one chunk, as (bucket, (seq, Arrow IPC)) pairs."""
+def _pieces(rows: pa.Table) -> Iterator[pa.Table]:
+    """``rows`` in slices of about :data:`PIECE_BYTES` (no shuffle record grows huge)."""
+    step = max(1, PIECE_BYTES * rows.num_rows // max(1, rows.nbytes))
+    for start in range(0, rows.num_rows, step):
+        yield rows.slice(start, step)
+
+
+def _bucketize(job: _Job, table: pa.Table, chunk: int) -> Iterator[_Piece]:
+    """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
+    numbers follow the chunk's order and then the rows' order."""
     assert job.schema is not None
     table = conform_table(table, job.schema)
     groups = job.spec.split(table) if job.spec is not None else [(None, table)]
@@ -346,7 +357,8 @@ def _bucketize(job: _Job, table: pa.Table, seq: int) -> Iterator[_Piece]:
             )
         offset, bounds = job.ranges[value]
         for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
-            yield offset + r, (seq, _to_ipc(rows, job.shuffle_compression))
+            for i, piece in enumerate(_pieces(rows)):
+                yield offset + r, (chunk * _PIECES + i, _to_ipc(piece, job.shuffle_compression))
 
 
 def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[_Piece]]:
