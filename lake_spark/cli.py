@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+# The local commands' own helpers, so that both paths parse, resolve and print alike.
 from lake_core.cli.commands import _lake, _meta, _pool_ref, _say
 from lake_core.names import split_ref
 from lake_core.pool import MAIN

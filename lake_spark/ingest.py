@@ -4,23 +4,31 @@ The job runs in three stages; the driver plans between them and commits at the e
 
 1. **Survey** (one task per chunk, see :mod:`lake_spark.sources`): read and normalize the
    chunk with lake_core, and report its schema, row count, bytes per row (a sorted sample
-   encoded as Parquet), sampled keys and its pool partitions. Errors are reported, not raised.
+   encoded as Parquet), sampled keys and its pool partitions. A chunk of a Parquet file is
+   surveyed from its footer (schema, stored size) and its key and partition columns only
+   (plus any uint64 column, the one check that needs the data). Errors are reported, not
+   raised.
 2. **Plan** (driver): raise the first error in source order, then unify the schemas in source
    order — exactly what ``lake load`` does, so the same input gives the same
    ``MalformedInputError`` or ``SchemaConflictError``, before anything is written. Then cut
    each pool partition into key ranges of about the target size (:mod:`lake_spark.ranges`).
 3. **Bucket and write**: each chunk is read again, conformed to the unified schema, and its
-   rows are sent (as Arrow IPC) to the task of their (partition, key range); that task sorts
-   them with lake_core and writes objects with lake_core's writer, which cuts near the target
-   size and never between equal keys. A key range never spans two partitions, and equal keys
-   always fall in one range, so objects never straddle partitions or split a run of keys.
-   Rows meet their range's task in source order, so the stable sort gives the very order the
-   local path gives.
+   rows are sent (as Arrow IPC pieces, through Spark's shuffle) to the task of their
+   (partition, key range); that task sorts them with lake_core and writes objects with
+   lake_core's writer, which cuts near the target size and never between equal keys. A key
+   range never spans two partitions, and equal keys always fall in one range, so objects
+   never straddle partitions or split a run of keys. Pieces meet their range's task in
+   source order, so the stable sort gives the very order the local path gives. A chunk that
+   fails now (a damaged page the survey did not read) sends its error to every range's task,
+   and none of them writes.
 
 Then the driver commits once (``pool.commit`` with the load's schema). If any task failed, or
 the commit fails, every object any task wrote is deleted and the error is raised as the task
 raised it. A task attempt killed outright (a lost executor) leaves its objects as orphans,
 like a killed local writer: ``lake cleanup`` removes them after the grace period.
+
+Memory: a task holds one chunk (a whole text file, or about ``chunk_bytes`` of a Parquet
+file's row groups, or one DataFrame partition) or one key range (about the target size).
 """
 
 from __future__ import annotations
