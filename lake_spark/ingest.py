@@ -80,8 +80,10 @@ KEY_SAMPLE_ROWS = 4096
 #: What errors call the rows of a DataFrame source.
 DATAFRAME_NAME = "DataFrame"
 _COUNT = "__lake_partition_rows"
-#: Rows travel to their key range's task in Arrow IPC pieces of about this size.
-PIECE_BYTES = 32 * 1024 * 1024
+#: Rows travel to their key range's task in Arrow IPC pieces of about this size. PySpark
+#: groups up to ten pieces a key range into one shuffle record (a JVM byte array), so small
+#: pieces keep records small whatever the size of a chunk.
+PIECE_BYTES = 8 * 1024 * 1024
 _PIECES = 1 << 24  # pieces per chunk, at most (sequence numbers: chunk * _PIECES + piece)
 
 

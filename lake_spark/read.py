@@ -9,8 +9,9 @@ Spark sees the file list. Then the rows are read one of two ways:
   paths every executor can open: a local lake (or one on a shared filesystem), and objects
   whose column types are the pool's (an object written before a column got its type keeps a
   ``null`` column, which Spark's reader cannot widen).
-- ``"lake"``: one Spark task per object reads it through lake_core (``mapInArrow`` over object
-  ids: row-group pruning, then ``where`` applied with the lake's exact semantics). This is
+- ``"lake"``: Spark tasks (up to four per core, each a share of the objects) read the
+  objects through lake_core (``mapInArrow`` over object ids: row-group pruning, then
+  ``where`` applied with the lake's exact semantics). This is
   how S3 lakes are read: Spark would need the Hadoop S3A jars to open ``s3://`` paths itself,
   and lakepool does not ship them.
 
@@ -105,9 +106,8 @@ def spark_read(
             df = df.where(spark_predicate(scan.expr, scan.pool_schema))
         return df.select(*[f"`{n.replace('`', '``')}`" for n in out.names])
     metas = [(json.dumps(o.to_json()),) for o in sorted(scan.objects, key=lambda o: o.id)]
-    ids = spark.createDataFrame(
-        spark.sparkContext.parallelize(metas, len(metas)), "meta string"
-    )
+    slices = min(len(metas), 4 * spark.sparkContext.defaultParallelism)
+    ids = spark.createDataFrame(spark.sparkContext.parallelize(metas, slices), "meta string")
     return ids.mapInArrow(
         _read_objects(
             pool.store.uri, pool.id, pool.config.key, scan.pool_schema, where, out.names

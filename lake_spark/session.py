@@ -113,6 +113,8 @@ def session_conf(settings: SparkSettings, env: Mapping[str, str] | None = None) 
         conf["spark.sql.shuffle.partitions"] = str(max(2, 2 * int(parallelism)))
     if settings.master.startswith("local"):
         conf["spark.ui.enabled"] = "false"
+        # Local tasks run in the driver's JVM, which carries the shuffle's records.
+        conf["spark.driver.memory"] = "2g"
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.pyspark.driver.python"] = sys.executable
     conf["spark.executorEnv.PYSPARK_PYTHON"] = sys.executable
