@@ -13,19 +13,17 @@ any task wrote is removed and the error is raised as the task or the commit rais
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lake_core.config import LakeConfig
-from lake_core.maintenance import CompactionResult, CompactionRun, plan_compaction
-from lake_core.maintenance.compact import _explicit_runs, merge_run
-from lake_core.maintenance.policy import PLAN_SIZE_TAG
+from lake_core.maintenance import CompactionResult, CompactionRun
+from lake_core.maintenance.compact import commit_compaction, plan_runs, write_run
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
 from lake_core.registry import PoolConfig
-from lake_core.writer import WriteOptions, write_objects
 from lake_spark.tasks import TaskError, task_store
 
 if TYPE_CHECKING:
@@ -47,21 +45,7 @@ def _merge(
         written: list[ObjectMeta] = []
         try:
             pool = Pool(task_store(uri), config, LakeConfig(uri=uri))
-            table = merge_run(pool, compaction_run, schema)
-            target = config.target_size
-            write_objects(
-                pool.store,
-                pool.id,
-                table,
-                config.key,
-                WriteOptions(target, config.seek_stride),
-                presorted=True,
-                partition=compaction_run.partition,
-                on_object=written.append,
-            )
-            # The size each output stands for, so the policy sees the same sums next time.
-            plan = compaction_run.size if len(written) == 1 else target
-            tagged = [replace(o, tags={**o.tags, PLAN_SIZE_TAG: str(plan)}) for o in written]
+            tagged = write_run(pool, compaction_run, schema, on_object=written.append)
             return _Merged(index, tuple(o.to_json() for o in tagged))
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             return _Merged(index, tuple(o.to_json() for o in written), TaskError.capture(exc))
@@ -83,11 +67,7 @@ def spark_compact(
     one Spark task per run. Same result and guarantees as
     :func:`lake_core.maintenance.compact`; run it under the pool's maintenance lock."""
     snap = pool.snapshot(pool.tip(branch))
-    target = pool.config.target_size
-    if object_ids:
-        runs = _explicit_runs(pool, snap.objects, object_ids)
-    else:
-        runs = plan_compaction(list(snap.objects.values()), pool.config.key.fields, target)
+    runs = plan_runs(pool, snap.objects, object_ids)
     if not runs:
         return CompactionResult(None)
     schema = snap.schema or pa.schema([])
@@ -100,31 +80,8 @@ def spark_compact(
     )
     results.sort(key=lambda r: r.run)
     adds = [ObjectMeta.from_json(o) for r in results for o in r.objects]
-    deletes = [o.id for run in runs for o in run.objects]
-    try:
-        for r in results:
-            if r.error is not None:
-                r.error.reraise()
-        bytes_in = sum(o.size for run in runs for o in run.objects)
-        bytes_out = sum(o.size for o in adds)
-        stats = {
-            "runs": len(runs),
-            "objects_in": len(deletes),
-            "objects_out": len(adds),
-            "bytes_in": bytes_in,
-            "bytes_out": bytes_out,
-        }
-        commit = pool.commit(
-            branch,
-            adds,
-            deletes,
-            author=author,
-            guard=guard,
-            message=message or f"compacted {len(deletes)} objects into {len(adds)}",
-            meta={"compaction": stats},
-            extra={"kind": "compaction"},
-        )
-    except BaseException:
+    failed = next((r.error for r in results if r.error is not None), None)
+    if failed is not None:
         pool.discard_objects(adds)
-        raise
-    return CompactionResult(commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out)
+        failed.reraise()
+    return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)

@@ -69,58 +69,62 @@ def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
     return sort_table(pa.concat_tables(parts), pool.config.key)
 
 
-def compact(
+def plan_runs(pool: Pool, objects: Any, object_ids: list[str] | None) -> list[CompactionRun]:
+    """The runs to compact: ``object_ids`` merged together per partition, or the policy's."""
+    if object_ids:
+        return _explicit_runs(pool, objects, object_ids)
+    return plan_compaction(list(objects.values()), pool.config.key.fields, pool.config.target_size)
+
+
+def write_run(
     pool: Pool,
-    branch: str = MAIN,
-    object_ids: list[str] | None = None,
+    run: CompactionRun,
+    schema: pa.Schema,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> list[ObjectMeta]:
+    """Merge-sort one run and write it as objects near the target size, tagged with the size
+    each output stands for so the policy sees the same sums next time and reaches a fixpoint
+    (see policy.py). Not committed. Runs on the driver or inside a Spark task alike."""
+    target = pool.config.target_size
+    table = merge_run(pool, run, schema)
+    written = write_objects(
+        pool.store,
+        pool.id,
+        table,
+        pool.config.key,
+        WriteOptions(target, pool.config.seek_stride),
+        presorted=True,
+        clock=pool.clock,
+        partition=run.partition,
+        on_object=on_object,
+    )
+    plan = run.size if len(written) == 1 else target
+    return [replace(o, tags={**o.tags, PLAN_SIZE_TAG: str(plan)}) for o in written]
+
+
+def commit_compaction(
+    pool: Pool,
+    branch: str,
+    runs: list[CompactionRun],
+    adds: list[ObjectMeta],
     *,
     guard: Callable[[], None] | None = None,
     author: str | None = None,
     message: str = "",
-    on_run: Callable[[int, int, CompactionRun], None] | None = None,
 ) -> CompactionResult:
-    """Compact ``object_ids`` (merged together per partition), or what the policy picks."""
-    snap = pool.snapshot(pool.tip(branch))
-    target = pool.config.target_size
-    if object_ids:
-        runs = _explicit_runs(pool, snap.objects, object_ids)
-    else:
-        runs = plan_compaction(list(snap.objects.values()), pool.config.key.fields, target)
-    if not runs:
-        return CompactionResult(None)
-    schema = snap.schema or pa.schema([])
-    options = WriteOptions(target, pool.config.seek_stride)
-    adds: list[ObjectMeta] = []
-    deletes: list[str] = []
+    """One commit adding ``adds`` and deleting every source of ``runs``. On any failure
+    (a source deleted meanwhile is a conflict) the written objects are removed."""
+    deletes = [o.id for r in runs for o in r.objects]
+    bytes_in = sum(o.size for r in runs for o in r.objects)
+    bytes_out = sum(o.size for o in adds)
+    stats = {
+        "runs": len(runs),
+        "objects_in": len(deletes),
+        "objects_out": len(adds),
+        "bytes_in": bytes_in,
+        "bytes_out": bytes_out,
+    }
     try:
-        for i, run in enumerate(runs):
-            if on_run is not None:
-                on_run(i, len(runs), run)
-            table = merge_run(pool, run, schema)
-            written = write_objects(
-                pool.store,
-                pool.id,
-                table,
-                pool.config.key,
-                options,
-                presorted=True,
-                clock=pool.clock,
-                partition=run.partition,
-            )
-            # Record the size each output stands for, so the policy sees the same sums next
-            # time and reaches a fixpoint (see policy.py).
-            plan = run.size if len(written) == 1 else target
-            adds += [replace(o, tags={**o.tags, PLAN_SIZE_TAG: str(plan)}) for o in written]
-            deletes += [o.id for o in run.objects]
-        bytes_in = sum(o.size for r in runs for o in r.objects)
-        bytes_out = sum(o.size for o in adds)
-        stats = {
-            "runs": len(runs),
-            "objects_in": len(deletes),
-            "objects_out": len(adds),
-            "bytes_in": bytes_in,
-            "bytes_out": bytes_out,
-        }
         commit = pool.commit(
             branch,
             adds,
@@ -135,6 +139,35 @@ def compact(
         pool.discard_objects(adds)
         raise
     return CompactionResult(commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out)
+
+
+def compact(
+    pool: Pool,
+    branch: str = MAIN,
+    object_ids: list[str] | None = None,
+    *,
+    guard: Callable[[], None] | None = None,
+    author: str | None = None,
+    message: str = "",
+    on_run: Callable[[int, int, CompactionRun], None] | None = None,
+) -> CompactionResult:
+    """Compact ``object_ids`` (merged together per partition), or what the policy picks."""
+    snap = pool.snapshot(pool.tip(branch))
+    runs = plan_runs(pool, snap.objects, object_ids)
+    if not runs:
+        return CompactionResult(None)
+    schema = snap.schema or pa.schema([])
+    adds: list[ObjectMeta] = []
+    written: list[ObjectMeta] = []  # everything that landed, even from a run that then failed
+    try:
+        for i, run in enumerate(runs):
+            if on_run is not None:
+                on_run(i, len(runs), run)
+            adds += write_run(pool, run, schema, on_object=written.append)
+    except BaseException:
+        pool.discard_objects(written)
+        raise
+    return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)
 
 
 @dataclass(frozen=True)
