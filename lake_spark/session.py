@@ -12,7 +12,9 @@ Settings are resolved once at the edge (:meth:`SparkSettings.resolve`: argument,
   ``spark.executorEnv.*`` entries for the keys that are set; their values are never logged, and
   ``spark.redaction.regex`` hides them from the Spark UI and event logs.
 - Arrow is on; timestamps are UTC (the lake stores instants); shuffle partitions are kept
-  small, since the lake's jobs size their own partitions.
+  small, since the lake's jobs size their own partitions; Spark's shuffle compression is off,
+  since the lake's shuffles carry compressed Arrow (set ``spark.shuffle.compress`` back in
+  ``SparkSettings.conf`` if the same session runs other shuffle-heavy work).
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ _BASE_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.redaction.regex": _REDACTION,
     "spark.python.worker.reuse": "true",
+    # The lake's shuffles carry Arrow IPC that is lz4-compressed already (see ingest.py);
+    # compressing it again in the JVM costs a third of the JVM's time for nothing.
+    "spark.shuffle.compress": "false",
     # The lake's jobs size their partitions themselves (one per file chunk, key range or
     # compaction run); adaptive coalescing would only merge what was split on purpose.
     "spark.sql.adaptive.coalescePartitions.enabled": "false",
