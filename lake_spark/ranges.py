@@ -68,7 +68,7 @@ def choose_boundaries(samples: pa.Table, key: PoolKey, buckets: int) -> pa.Table
         if value != last:  # sorted, so equal keys are adjacent: keep the first pick of each
             picks.append(i)
             last = value
-    return keys.take(picks)
+    return keys.take(np.asarray(picks, dtype=np.int64))
 
 
 def _after(
