@@ -257,11 +257,9 @@ def test_spark_load_into_a_partitioned_pool(spark: Any, lake: Lake, tmp_path: Pa
     _assert_layout(remote)
     parts = {o.partition for o in remote.snapshot(commit.id).objects.values()}
     assert "null" in parts and len(parts) > 5
-    got = remote.read()
-    expected = local.read()
-    assert got.schema == expected.schema
-    assert sorted(got["v"].to_pylist()) == sorted(expected["v"].to_pylist())
-    assert got.select(["u", "ts"]).equals(expected.select(["u", "ts"]))
+    # Equal keys share a day, so they never span objects of different partitions: the order
+    # is the local path's, ties included.
+    assert remote.read().equals(local.read())
 
 
 @pytest.mark.parametrize(
