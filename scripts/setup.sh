@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need=()
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 [ -e /usr/share/java/zookeeper.jar ] || ls /usr/share/java/zookeeper*.jar >/dev/null 2>&1 || need+=(zookeeper)
+# The production-instance test runs dagster.yaml against a throwaway PostgreSQL 15.
+[ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
 if [ "${LAKE_SETUP_BROWSER:-1}" = "1" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
 fi

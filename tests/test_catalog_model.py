@@ -25,6 +25,7 @@ from lake_core.errors import (
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
+    ObjectStoreError,
 )
 from lake_core.stores import ObjectStore
 from lake_core.stores.base import ObjectInfo
@@ -70,7 +71,7 @@ class MemoryStore(ObjectStore):
         self.data.pop(key, None)
 
     def arrow_location(self, key: str) -> tuple[Any, str]:
-        raise NotImplementedError
+        raise ObjectStoreError(key, "the in-memory test store has no Arrow filesystem")
 
 
 NAMESPACES = ["a", "b", "ccc"]

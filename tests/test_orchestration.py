@@ -559,8 +559,7 @@ def test_checks_pass_before_the_pool_exists(env: Env, instance: dg.DagsterInstan
 
 
 def test_spark_engine_without_lake_spark_fails_clearly(env: Env) -> None:
-    if shutil.which("java") is None:
-        pytest.skip("no java")
+    assert shutil.which("java") is not None, "java is not installed: run scripts/setup.sh"
     resource = LakeResource(uri=env.lake_uri, engine="spark")
     with pytest.raises(Exception, match="spark"):
         resource.spark_session()
