@@ -249,6 +249,9 @@ class Pool:
         return commit
 
     def _read_cached_snapshot(self, commit_id: str) -> Snapshot:
+        cached = self._snapshots.get_or(commit_id)
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         key = snapshot_key(self.id, commit_id)
         snap = Snapshot.decode(key, self.store.get(key))
         if snap.commit_id != commit_id:
@@ -285,10 +288,11 @@ class Pool:
         return snap
 
     def _read_commits(self, ids: list[str]) -> list[Commit]:
-        if len(ids) <= 1:
-            return [self.read_commit(i) for i in ids]
-        with ThreadPoolExecutor(max_workers=min(16, len(ids))) as ex:
-            return list(ex.map(self.read_commit, ids))
+        missing = [i for i in ids if i not in self._commits]
+        if len(missing) > 1:
+            with ThreadPoolExecutor(max_workers=min(16, len(missing))) as ex:
+                list(ex.map(self.read_commit, missing))
+        return [self.read_commit(i) for i in ids]
 
     def _replay_from_root(self, commit: Commit) -> Snapshot:
         """Replay back to the nearest readable cached snapshot (or the root). Slow path: used
@@ -461,6 +465,11 @@ class Pool:
 
     def _committed(self, commit: Commit) -> Commit:
         self._commits.put(commit.id, commit)
+        # Keep the new tip's snapshot (the parent's is cached: the commit was checked against
+        # it), so the next commit from this process decodes nothing.
+        parent = Snapshot() if commit.parent is None else self._snapshots.get_or(commit.parent)
+        if parent is not None:
+            self._snapshots.put(commit.id, apply(parent, commit))
         return commit
 
     def _won_anyway(self, n: int, commit_id: str) -> bool:
