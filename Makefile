@@ -18,10 +18,10 @@ ui: setup
 	  LAKE_LANDING=$(CURDIR)/.demo/landing $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: setup
-	$(VENV)/bin/ruff check lake_core lake_orchestration tests bench scripts
+	$(VENV)/bin/ruff check lake_core lake_orchestration lake_spark tests bench scripts
 
 typecheck: setup
-	$(VENV)/bin/mypy lake_core
+	$(VENV)/bin/mypy lake_core lake_spark
 
 test: setup lint typecheck
 	$(PY) -m pytest -q

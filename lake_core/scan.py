@@ -220,5 +220,6 @@ class Scan:
 
 
 def _sortable(bound: list[Any] | None) -> tuple[Any, ...]:
-    """Encoded key bounds compare as tuples (ints, floats, strings compare within a type)."""
-    return tuple(bound or ())
+    """Encoded key bounds as comparable tuples: each field becomes (is null, value), so a null
+    in a secondary key field sorts last instead of failing to compare with a value."""
+    return tuple((v is None, v if v is not None else 0) for v in (bound or ()))

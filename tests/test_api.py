@@ -80,3 +80,12 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     src = code.group(1).replace("/tmp/pylake", str(tmp_path / "pylake"))
     exec(compile(src, "README.md", "exec"), {})
+
+
+def test_composite_key_with_null_secondary_field_reads_in_order(lake: Lake) -> None:
+    pool = lake.create_pool("ck", "a,b:asc")
+    load(pool, [pa.table({"a": [1, 1, 2], "b": pa.array(["x", None, "y"], pa.string())})])
+    load(pool, [pa.table({"a": [1, 3], "b": pa.array([None, "z"], pa.string())})])
+    load(pool, [pa.table({"a": [2], "b": ["a"]})])
+    rows = [(r["a"], r["b"]) for r in pool.read().to_pylist()]
+    assert rows == [(1, "x"), (1, None), (1, None), (2, "a"), (2, "y"), (3, "z")]
