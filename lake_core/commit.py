@@ -33,7 +33,11 @@ COMMIT_VERSION = 1
 SNAPSHOT_INTERVAL = 32
 #: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied;
 #: ``kind`` marks maintenance commits (``compaction``, ``partition-drop``, …).
-EXTRA_FIELDS = ("merge_source", "kind")
+#: ``rows`` is ``{"added": N, "removed": M}``: rows in the added objects and in the deleted
+#: ones (a delete by predicate removes ``removed - added`` rows net; a compaction 0).
+#: ``reverts`` names the commit a revert undid; ``layout_only`` marks a commit that moved rows
+#: between objects without changing them (compaction), which history operations see through.
+EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only")
 
 
 def commit_key(pool_id: str, commit_id: str) -> str:
@@ -89,6 +93,23 @@ class Commit:
 
     def deletes(self) -> list[str]:
         return [a.id for a in self.actions if isinstance(a, Delete)]
+
+    @property
+    def rows_added(self) -> int:
+        """Rows in the objects this commit added."""
+        return sum(o.count for o in self.adds())
+
+    @property
+    def rows_removed(self) -> int | None:
+        """Rows in the objects this commit deleted (None for commits written before this was
+        recorded)."""
+        rows = self.extra.get("rows")
+        return int(rows["removed"]) if isinstance(rows, dict) and "removed" in rows else None
+
+    @property
+    def layout_only(self) -> bool:
+        """True when the commit only moved rows between objects (compaction)."""
+        return bool(self.extra.get("layout_only")) or self.extra.get("kind") == "compaction"
 
     def actions_json(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

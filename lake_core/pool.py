@@ -513,6 +513,10 @@ class Pool:
             else:
                 base, chain = parent.snapshot_base, (*parent.chain, parent_id)
         has_snapshot = len(chain) >= SNAPSHOT_INTERVAL - 1
+        rows = {
+            "added": sum(o.count for o in adds),
+            "removed": sum(parent_snap.objects[i].count for i in deletes),
+        }
         commit = Commit(
             id=new_id(self.clock),
             parent=parent_id,
@@ -527,7 +531,7 @@ class Pool:
             chain=() if has_snapshot else chain,
             has_snapshot=has_snapshot,
             retries=attempt,
-            extra=extra,
+            extra={**extra, "rows": rows},
         )
         if has_snapshot:
             snap = apply(parent_snap, commit)
