@@ -15,6 +15,7 @@ from lake_core.commit import Commit
 from lake_core.errors import (
     CommitConflictError,
     EmptyTransactionError,
+    NoRowsMatchedError,
     NotFoundError,
     UsageError,
 )
@@ -64,7 +65,8 @@ def delete_where(
     meta: object = None,
 ) -> Commit:
     """Delete the rows matching ``where`` by rewriting only the objects that hold them; rows
-    where the predicate is false or null are kept."""
+    where the predicate is false or null are kept. No matching row: NoRowsMatchedError (an
+    EmptyTransactionError), nothing committed."""
     snap = pool.snapshot(pool.tip(branch))
     schema = snap.schema or pa.schema([])
     expr = parse_predicate(where)
@@ -86,7 +88,7 @@ def delete_where(
         if keep.num_rows:
             survivors.append(_drop_all_null_columns(keep, obj))
     if not deletes:
-        raise EmptyTransactionError(f"no rows match {where}")
+        raise NoRowsMatchedError(f"no rows match {where}")
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     adds: list[ObjectMeta] = []
     try:

@@ -164,6 +164,11 @@ class EmptyTransactionError(LakeError):
         return f"empty transaction: {self.detail}" if self.detail else "empty transaction"
 
 
+class NoRowsMatchedError(EmptyTransactionError):
+    """A delete by predicate matched no row: nothing to do, no commit made. Scripts treat it
+    as success (idempotent deletes); it stays an EmptyTransactionError for strict callers."""
+
+
 class SchemaConflictError(LakeError):
     """A column arrives with a type that conflicts with the pool's accumulated schema."""
 

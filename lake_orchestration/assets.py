@@ -181,6 +181,7 @@ def _build_daily_asset(spec: PoolSpec) -> dg.AssetsDefinition:
             days = list(context.partition_keys)
             by_day = files_by_day(zone.files())
             commits: dict[str, str] = {}
+            made: list[Any] = []
             last = None
             timeout = spec.maintenance.lock_timeout.total_seconds()
             with lake.maintenance_lock(pool, timeout) as held:
@@ -202,8 +203,9 @@ def _build_daily_asset(spec: PoolSpec) -> dg.AssetsDefinition:
                         f"(dagster run {context.run.run_id[:8]})",
                     )
                     commits[day] = last.id
+                    made.append(last)
                     context.log.info(f"{last.id} committed: partition {day} <- {files}")
-            md = pool_metadata(pool, spec.branch, last, partitions=days)
+            md = pool_metadata(pool, spec.branch, last, partitions=days, changes=made)
             md["lake/partition_commits"] = dg.MetadataValue.json(commits)
             return dg.MaterializeResult(
                 metadata=md,

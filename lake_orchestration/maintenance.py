@@ -17,6 +17,7 @@ import dagster as dg
 from lake_core.clock import parse_iso, to_iso
 from lake_core.maintenance import fragmentation, vacate
 from lake_core.pool import Pool
+from lake_core.units import format_size
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.engine import compact_pool
@@ -104,6 +105,10 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
             "lake/objects_after": after["lake/objects"],
             "lake/bytes_in": result.bytes_in,
             "lake/bytes_out": result.bytes_out,
+            "lake/size_in": dg.MetadataValue.text(format_size(result.bytes_in)),
+            "lake/size_out": dg.MetadataValue.text(format_size(result.bytes_out)),
+            # Compaction moves rows and never changes them: the rows it read are those it wrote.
+            "lake/rows_compacted": result.commit.rows_removed or 0,
             "dagster/row_count": after["dagster/row_count"],
             "lake/overlapping_objects": fragmentation(pool, spec.branch).overlapping_objects,
         }
@@ -111,7 +116,9 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
             dg.AssetObservation(key, description="compaction", metadata=md, tags=_tags("compact"))
         )
         context.log.info(
-            f"{result.commit.id} committed: {result.objects_in} objects into {result.objects_out}"
+            f"{result.commit.id} committed: {result.objects_in} objects "
+            f"({format_size(result.bytes_in)}) into {result.objects_out} "
+            f"({format_size(result.bytes_out)})"
         )
         return dg.Output(result.commit.id, metadata=md)
 
@@ -169,6 +176,9 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
         md: dict[str, Any] = {
             f"lake/{k}": v for k, v in report.items() if isinstance(v, int | float | str)
         }
+        for k, v in report.items():
+            if "bytes" in k and isinstance(v, int):  # raw bytes stay numeric; text for people
+                md[f"lake/{k.replace('bytes', 'size')}"] = dg.MetadataValue.text(format_size(v))
         context.log_event(
             dg.AssetObservation(key, description="cleanup", metadata=md, tags=_tags("cleanup"))
         )

@@ -1,13 +1,16 @@
 """What Dagster records about a pool: materialization and observation metadata.
 
-Every write reports the commit, the live set it produced (rows, objects, bytes, key range,
-overlap) and the pool schema as ``dagster/column_schema``. Only lake facts go here — never
+Every write reports the commit, the rows it added and removed, the live set it produced (rows,
+objects, bytes, key range, overlap) and the pool schema as ``dagster/column_schema``. Sizes are
+raw bytes in numeric entries and human-readable (``48.3MB``) in text ones. ``dagster/row_count``
+is always the row count of the branch at the moment the event is recorded, so the asset's
+latest count is current even when an observation reports an older commit. Only lake facts go here — never
 resource configuration, so no secret can leak into the event log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import dagster as dg
@@ -19,6 +22,7 @@ from lake_core.maintenance.policy import key_lt
 from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
+from lake_core.units import format_size
 
 
 def column_schema(schema: pa.Schema | None) -> dg.TableSchema:
@@ -59,12 +63,29 @@ def live_metadata(
         wanted = set(partitions)
         objects = [o for o in objects if o.partition in wanted]
     lo, hi = key_range(objects, pool.config.key.fields)
+    size = sum(o.size for o in objects)
     return {
         "dagster/row_count": dg.MetadataValue.int(sum(o.count for o in objects)),
         "lake/objects": dg.MetadataValue.int(len(objects)),
-        "lake/bytes": dg.MetadataValue.int(sum(o.size for o in objects)),
+        "lake/bytes": dg.MetadataValue.int(size),
+        "lake/size": dg.MetadataValue.text(format_size(size)),
         "lake/key_min": dg.MetadataValue.text(lo),
         "lake/key_max": dg.MetadataValue.text(hi),
+    }
+
+
+def change_metadata(commits: Sequence[Commit]) -> dict[str, Any]:
+    """What ``commits`` changed, summed: rows in the objects they added and in those they
+    removed (a delete by predicate adds the surviving rows of the objects it rewrote, so
+    ``rows_removed - rows_added`` is what it deleted), and the net change."""
+    added = sum(c.rows_added for c in commits)
+    removed = sum(c.rows_removed or 0 for c in commits)
+    return {
+        "lake/rows_added": dg.MetadataValue.int(added),
+        "lake/rows_removed": dg.MetadataValue.int(removed),
+        "lake/rows_net": dg.MetadataValue.int(added - removed),
+        "lake/objects_added": dg.MetadataValue.int(sum(len(c.adds()) for c in commits)),
+        "lake/objects_deleted": dg.MetadataValue.int(sum(len(c.deletes()) for c in commits)),
     }
 
 
@@ -73,8 +94,10 @@ def pool_metadata(
     branch: str,
     commit: Commit | None = None,
     partitions: Iterable[str] | None = None,
+    changes: Sequence[Commit] | None = None,
 ) -> dict[str, Any]:
-    """Metadata of ``pool``'s branch after ``commit`` (or at its tip)."""
+    """Metadata of ``pool``'s branch after ``commit`` (or at its tip). ``changes`` are the
+    commits the run made (default: ``commit`` alone)."""
     tip = commit.id if commit is not None else pool.tip(branch)
     snap = pool.snapshot(tip)
     frag = fragmentation(pool, branch)
@@ -89,24 +112,27 @@ def pool_metadata(
         "lake/small_objects": dg.MetadataValue.int(frag.small_objects),
         "dagster/column_schema": column_schema(snap.schema),
     }
+    if changes is None and commit is not None:
+        changes = [commit]
+    if changes:
+        md.update(change_metadata(changes))
     if commit is not None:
-        md["lake/rows_added"] = dg.MetadataValue.int(sum(o.count for o in commit.adds()))
-        md["lake/objects_added"] = dg.MetadataValue.int(len(commit.adds()))
-        md["lake/objects_deleted"] = dg.MetadataValue.int(len(commit.deletes()))
         md["lake/message"] = dg.MetadataValue.text(commit.message)
     return md
 
 
-def commit_metadata(pool: Pool, commit: Commit) -> dict[str, Any]:
-    """What an observation of one commit made outside Dagster records."""
+def commit_metadata(pool: Pool, commit: Commit, tip: str | None = None) -> dict[str, Any]:
+    """What an observation of one commit made outside Dagster records: the commit's change,
+    the rows at that commit (``lake/rows_at_commit``), and as ``dagster/row_count`` the rows
+    at ``tip`` (the branch tip when observed; default the commit), so the asset's latest row
+    count is never that of an older commit."""
     return {
         "lake/commit": dg.MetadataValue.text(commit.id),
         "lake/author": dg.MetadataValue.text(commit.author),
         "lake/date": dg.MetadataValue.timestamp(commit.date),
         "lake/message": dg.MetadataValue.text(commit.message),
         "lake/kind": dg.MetadataValue.text(str(commit.extra.get("kind", "commit"))),
-        "lake/rows_added": dg.MetadataValue.int(sum(o.count for o in commit.adds())),
-        "lake/objects_added": dg.MetadataValue.int(len(commit.adds())),
-        "lake/objects_deleted": dg.MetadataValue.int(len(commit.deletes())),
-        "dagster/row_count": dg.MetadataValue.int(pool.snapshot(commit.id).count),
+        **change_metadata([commit]),
+        "lake/rows_at_commit": dg.MetadataValue.int(pool.snapshot(commit.id).count),
+        "dagster/row_count": dg.MetadataValue.int(pool.snapshot(tip or commit.id).count),
     }

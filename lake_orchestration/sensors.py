@@ -249,7 +249,7 @@ def build_observer_sensor(config: PoolsConfig, interval_seconds: int = 30) -> dg
                         dg.AssetObservation(
                             asset_key(spec),
                             description=f"commit by {commit.author}: {commit.message}",
-                            metadata=commit_metadata(pool, commit),
+                            metadata=commit_metadata(pool, commit, tip),
                         )
                     )
                 tips[spec.asset_name] = tip

@@ -13,10 +13,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 # The local commands' own helpers, so that both paths parse, resolve and print alike.
+from lake_core.cli import report
 from lake_core.cli.commands import _lake, _meta, _pool_ref, _say
 from lake_core.names import split_ref
 from lake_core.pool import MAIN
-from lake_core.units import format_size
 from lake_spark.session import SparkSettings, spark_session
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def cmd_load(args: argparse.Namespace) -> None:
             message=args.message,
             meta=meta,
         )
+    _say(report.loaded(commit))
     _say(f"{commit.id} committed")
 
 
@@ -67,8 +68,5 @@ def cmd_compact(args: argparse.Namespace) -> None:
     if result.commit is None:
         _say("nothing to compact")
         return
-    _say(
-        f"compacted {result.objects_in} objects ({format_size(result.bytes_in)}) into "
-        f"{result.objects_out} ({format_size(result.bytes_out)}) in {result.runs} runs"
-    )
+    _say(report.compacted(result))
     _say(f"{result.commit.id} committed")

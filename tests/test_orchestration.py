@@ -391,6 +391,8 @@ def test_fragmentation_sensor_requests_compaction(env: Env, instance: dg.Dagster
     assert len(observations) == 1
     md = observations[0].event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
     assert md["lake/objects_before"].value == 3 and md["lake/objects_after"].value == 1
+    assert md["lake/rows_compacted"].value == 30 and md["dagster/row_count"].value == 30
+    assert md["lake/size_in"].value.endswith(("B", "KB"))  # text for people; raw bytes stay
     assert sorted(r["ts"] for r in env.rows("events")) == list(range(30))
     requests, _ = tick(env, "events_fragmentation", cursor, instance)
     assert requests == []  # compacted: under threshold
@@ -429,6 +431,36 @@ def test_observer_reports_outside_commits(env: Env, instance: dg.DagsterInstance
 
 
 # -- schedules --------------------------------------------------------------------------------
+
+
+def test_observed_delete_reports_removed_rows_and_a_current_row_count(
+    env: Env, instance: dg.DagsterInstance
+) -> None:
+    from lake_core.changes import delete_where
+
+    pool = env.lake.create_pool("events", "ts:asc")
+    load(pool, [pa.table({"ts": list(range(10))})], author="alice")
+    sensor = env.defs.resolve_sensor_def("lake_commit_observer")
+
+    def observe(cursor: str | None) -> dg.SensorResult:
+        with dg.build_sensor_context(
+            instance=instance, cursor=cursor, resources={"lake": env.resource}, definitions=env.defs
+        ) as ctx:
+            result = sensor(ctx)
+        assert isinstance(result, dg.SensorResult)
+        return result
+
+    cursor = observe(None).cursor
+    delete_where(pool, "ts < 3", author="alice")
+    # Dagster commits before the observer's next tick: the observation of alice's older
+    # commit must not set the asset's row count back to what it was at that commit.
+    load(pool, [pa.table({"ts": [100, 101]})], author="dagster")
+    (obs,) = observe(cursor).asset_events
+    md = obs.metadata
+    assert (md["lake/rows_added"].value, md["lake/rows_removed"].value) == (7, 10)
+    assert md["lake/rows_net"].value == -3
+    assert md["lake/rows_at_commit"].value == 7
+    assert md["dagster/row_count"].value == 9 == len(env.rows("events"))
 
 
 def test_retention_schedule_cuts_relative_to_the_tick(env: Env) -> None:

@@ -229,7 +229,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("ids", nargs="*", metavar="OBJECT-ID")
-    sp.add_argument("--where", metavar="SQL-EXPR")
+    sp.add_argument(
+        "--where", metavar="SQL-EXPR", help="delete the rows matching this SQL expression"
+    )
+    sp.add_argument(
+        "--strict",
+        action="store_true",
+        help="with --where: fail with `empty transaction` when no row matches "
+        "(default: print `no rows matched`, exit 0)",
+    )
     commit_flags(sp)
 
     sp = cmd(

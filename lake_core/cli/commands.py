@@ -9,9 +9,10 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from lake_core.cli import report
 from lake_core.clock import parse_iso, to_iso
 from lake_core.config import LakeConfig
-from lake_core.errors import UsageError
+from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.lake import Lake
 from lake_core.names import split_ref
 from lake_core.output import jsonable, write_records
@@ -135,6 +136,7 @@ def cmd_load(args: argparse.Namespace) -> None:
     )
     if on_object is not None:
         sys.stderr.write("\n")
+    _say(report.loaded(commit))
     _say(f"{commit.id} committed")
 
 
@@ -236,17 +238,17 @@ def cmd_log(args: argparse.Namespace) -> None:
                 "message": c.message,
                 "meta": c.meta,
                 "actions": c.actions_json(),
+                "rows": {"added": c.rows_added, "removed": c.rows_removed},
             }
             for c in commits
         ]
         write_records(
             rows,
             args.format,
-            columns=["id", "parent", "author", "date", "message", "meta", "actions"],
+            columns=["id", "parent", "author", "date", "message", "meta", "actions", "rows"],
         )
         return
     for c in commits:
-        adds, deletes = len(c.adds()), len(c.deletes())
         _say(f"commit {c.id}")
         _say(f"Author: {c.author}")
         _say(f"Date:   {to_iso(c.date)}")
@@ -255,7 +257,7 @@ def cmd_log(args: argparse.Namespace) -> None:
         _say("")
         for line in (c.message or "(no message)").splitlines():
             _say(f"    {line}")
-        _say(f"    ({adds} added, {deletes} deleted)")
+        _say(f"    {report.log_counts(c)}")
         _say("")
 
 
@@ -280,6 +282,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
     name, _ = split_ref(args.pool)
     pool = _lake(args, args.user).pool(name)
     commit = merge(pool, args.source, args.into, message=args.message, meta=_meta(args.meta))
+    _say(report.changed(f"merged {args.source} into {args.into}", commit))
     _say(f"{commit.id} committed")
 
 
@@ -290,13 +293,22 @@ def cmd_delete(args: argparse.Namespace) -> None:
     if bool(args.ids) == bool(args.where):
         raise UsageError("give either OBJECT-IDs or --where, not both or neither")
     if args.where:
-        commit = delete_where(
-            pool, args.where, branch or MAIN, message=args.message, meta=_meta(args.meta)
-        )
+        try:
+            commit = delete_where(
+                pool, args.where, branch or MAIN, message=args.message, meta=_meta(args.meta)
+            )
+        except NoRowsMatchedError:
+            if args.strict:
+                raise
+            # Scripts re-run deletes: deleting what is already gone succeeds.
+            _say("no rows matched")
+            return
+        _say(report.deleted_rows(commit))
     else:
         commit = delete_objects(
             pool, args.ids, branch or MAIN, message=args.message, meta=_meta(args.meta)
         )
+        _say(report.deleted_objects(commit))
     _say(f"{commit.id} committed")
 
 
@@ -305,4 +317,5 @@ def cmd_revert(args: argparse.Namespace) -> None:
 
     pool, branch = _pool_ref(args, args.user)
     commit = revert(pool, args.commit, branch or MAIN, message=args.message, meta=_meta(args.meta))
+    _say(report.changed(f"reverted {args.commit}", commit))
     _say(f"{commit.id} committed")

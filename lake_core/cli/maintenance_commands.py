@@ -14,13 +14,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lake_core.cli import report
 from lake_core.cli.commands import _lake, _pool_ref, _say, _time
 from lake_core.errors import UsageError
 from lake_core.locks import LockHandle
 from lake_core.names import split_ref
 from lake_core.output import write_records
 from lake_core.pool import MAIN, Pool
-from lake_core.units import format_size, parse_duration
+from lake_core.units import parse_duration
 
 
 @contextmanager
@@ -57,10 +58,7 @@ def cmd_compact(args: argparse.Namespace) -> None:
     if result.commit is None:
         _say("nothing to compact")
         return
-    _say(
-        f"compacted {result.objects_in} objects ({format_size(result.bytes_in)}) into "
-        f"{result.objects_out} ({format_size(result.bytes_out)}) in {result.runs} runs"
-    )
+    _say(report.compacted(result))
     _say(f"{result.commit.id} committed")
 
 
