@@ -6,12 +6,16 @@ Invariants:
   objects (an object may exceed the target size to keep a run whole);
 - row groups hold about ``seek_stride`` bytes of uncompressed data, so Parquet's row-group
   statistics act as the seek index for key-range reads;
+- objects are cut near ``target_size`` (compressed) however small the target: a row group
+  never holds more than the target's worth of rows, and the last group of an object is sized
+  from the compressed bytes per row seen so far, so an object overshoots by little;
 - objects are written with an atomic put under a fresh KSUID: a writer that dies leaves at most
   an unreferenced object (an orphan for cleanup), never a partial one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -145,7 +149,19 @@ def write_objects(
     order = None if presorted else _sort_order(table, key)
     n = table.num_rows
     row_bytes = max(1, table.nbytes // n)
-    rows_per_group = max(_MIN_ROWS_PER_GROUP, options.seek_stride // row_bytes)
+    # A group never spans more than the target: with a 16KB target, a 4MB stride's worth of
+    # small records would otherwise make one object of the whole input.
+    rows_per_group = max(
+        1,
+        min(
+            max(_MIN_ROWS_PER_GROUP, options.seek_stride // row_bytes),
+            options.target_size // row_bytes,
+        ),
+    )
+    # Compressed bytes per row, learnt from the bytes written (None until the first group),
+    # and the footer's size, learnt from the last object (it counts against the target).
+    written_row_bytes: float | None = None
+    footer = 0
     dictionary_limit = min(
         1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE)
     )
@@ -167,12 +183,21 @@ def write_objects(
             dictionary_pagesize_limit=dictionary_limit,
         ) as w:
             while pos < n:
-                stop = min(n, pos + rows_per_group)
+                rows = rows_per_group
+                last = False
+                if written_row_bytes is not None:
+                    # Size the group that reaches the target from what rows cost so far.
+                    remaining = max(0, options.target_size - footer - sink.tell())
+                    to_target = max(1, math.ceil(remaining / written_row_bytes))
+                    if to_target <= rows:
+                        rows, last = to_target, True
+                stop = min(n, pos + rows)
                 group, stats = _group(table, order, pos, stop)
                 w.write_table(group, row_group_size=stop - pos)
                 part_stats.append(stats)
                 pos = stop
-                if sink.tell() >= options.target_size and pos < n:
+                written_row_bytes = max(1.0, sink.tell() / (pos - start))
+                if (last or sink.tell() + footer >= options.target_size) and pos < n:
                     run_end = _run_end(key_cols, pos, n)
                     if run_end > pos:  # keep the run of equal keys whole
                         group, stats = _group(table, order, pos, run_end)
@@ -180,8 +205,10 @@ def write_objects(
                         part_stats.append(stats)
                         pos = run_end
                     break
+            body = sink.tell()
         object_id = new_id(clock)
         data = sink.getvalue()
+        footer = data.size - body
         store.put(data_key(pool_id, object_id), data.to_pybytes())
         lo, hi = _key_bounds(keys.slice(start, pos - start), key)
         meta = ObjectMeta(
