@@ -4,27 +4,42 @@ Each plans against one snapshot and commits through the commit protocol, which r
 plan against the tip it lands on: a concurrent commit that deleted an object this change
 deletes makes it fail with a conflict, never lose or resurrect rows. A change that would do
 nothing raises EmptyTransactionError and commits nothing.
+
+Revert and merge are row-correct through maintenance: they replay a recorded change by object
+id where its objects are still live, and by rows (found again by content, in the objects
+compaction moved them to) where not — :mod:`lake_core.history`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lake_core.clock import to_iso
 from lake_core.commit import Commit
 from lake_core.errors import (
     CommitConflictError,
+    CommitStateUnknownError,
     EmptyTransactionError,
+    HistoryVacatedError,
     NoRowsMatchedError,
     NotFoundError,
     UsageError,
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
+from lake_core.history import ObjectChange, Plan, plan_onto
+from lake_core.ingest.schema import unify_schema
+from lake_core.maintenance.policy import key_lt, span
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.pool import MAIN, Pool
 from lake_core.reader import open_object
 from lake_core.scan import _conform, object_stats
-from lake_core.writer import WriteOptions, write_objects
+from lake_core.stats import encode_value
+from lake_core.writer import WriteOptions, write_objects, write_partitioned
 
 _ROW = "__lakepool_row__"
 
@@ -114,6 +129,104 @@ def _drop_all_null_columns(table: pa.Table, obj: ObjectMeta) -> pa.Table:
     return table.select([n for n in table.schema.names if n in obj.columns])
 
 
+def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[ObjectMeta]:
+    """Write the plan's new tables (appending each object to ``written`` as it lands, so a
+    failure can remove them) and return every object the commit adds."""
+    options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
+    for table, partition in plan.tables:
+        if partition is not None or pool.partition_spec is None:
+            write_objects(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key,
+                options,
+                clock=pool.clock,
+                partition=partition,
+                on_object=written.append,
+            )
+        else:
+            write_partitioned(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key,
+                options,
+                pool.partition_spec,
+                clock=pool.clock,
+                on_object=written.append,
+            )
+    return [*plan.adds, *written]
+
+
+def _commit_plan(
+    pool: Pool,
+    branch: str,
+    plan: Plan,
+    *,
+    author: str | None,
+    message: str,
+    meta: object,
+    schema: pa.Schema | None,
+    extra: dict[str, Any],
+    prune_columns: bool = False,
+) -> Commit:
+    written: list[ObjectMeta] = []
+    try:
+        adds = _write_plan(pool, plan, written)
+        return pool.commit(
+            branch,
+            adds,
+            plan.deletes,
+            author=author,
+            meta=meta,
+            message=message,
+            incoming_schema=schema if adds else None,
+            extra=extra,
+            prune_columns=prune_columns,
+        )
+    except CommitStateUnknownError:
+        raise  # the commit may have landed: its objects must stay
+    except BaseException:
+        pool.discard_objects(written)
+        raise
+
+
+def reverted_by(pool: Pool, tip: str | None, commit: Commit) -> str | None:
+    """The revert on the line ending at ``tip`` that currently undoes ``commit`` (None if
+    ``commit`` is in effect). A revert of a revert puts the original back in effect."""
+    reverts_of: dict[str, list[str]] = {}
+    for c in _line(pool, tip):
+        if c.id == commit.id or c.date < commit.date:
+            break
+        target = c.extra.get("reverts")
+        if target:
+            reverts_of.setdefault(str(target), []).append(c.id)
+
+    def undoer(cid: str, depth: int = 0) -> str | None:
+        if depth > 10_000:
+            return None
+        for r in reverts_of.get(cid, []):
+            if undoer(r, depth + 1) is None:
+                return r
+        return None
+
+    return undoer(commit.id)
+
+
+def _line(pool: Pool, tip: str | None) -> Iterator[Commit]:
+    """Commits from ``tip`` back to the first retained one, newest first."""
+    _, tails = pool.vacate_state()
+    stop = set(tails.values())
+    cid = tip
+    while cid is not None:
+        c = pool.read_commit(cid)
+        yield c
+        if cid in stop:
+            return
+        cid = c.parent
+
+
 def revert(
     pool: Pool,
     commit_id: str,
@@ -123,40 +236,99 @@ def revert(
     message: str = "",
     meta: object = None,
 ) -> Commit:
-    """Undo one commit's actions in a new commit: its adds still live are deleted, its deletes
-    no longer live are re-added."""
+    """Undo one commit in a new commit, at the level of rows: the rows it removed come back,
+    the rows it added that the branch still holds leave — wherever compaction has moved them
+    since (see :mod:`lake_core.history`). Rows it added that a later commit already removed
+    stay removed. A commit that only changed the layout, or that is already reverted on this
+    branch, has nothing to revert (EmptyTransactionError). Reverting a revert re-applies the
+    original; reverting a merge removes what the merge brought in."""
     target = pool.read_commit(commit_id)
-    tip = pool.snapshot(pool.tip(branch))
-    before = pool.snapshot(target.parent)
-    deletes = [o.id for o in target.adds() if o.id in tip.objects]
-    adds = [
-        before.objects[i] for i in target.deletes() if i not in tip.objects and i in before.objects
-    ]
-    if not adds and not deletes:
+    pool.check_not_vacated(target)
+    if target.layout_only:
+        raise EmptyTransactionError(
+            f"commit {commit_id} only changed the layout "
+            f"({target.extra.get('kind', 'layout')}); reverting it would change no rows"
+        )
+    tip_id = pool.tip(branch)
+    undone = reverted_by(pool, tip_id, target)
+    if undone is not None:
+        raise EmptyTransactionError(f"commit {commit_id} was already reverted by {undone}")
+    tip = pool.snapshot(tip_id)
+    try:
+        before = pool.snapshot(target.parent)
+    except NotFoundError:
+        raise HistoryVacatedError(
+            f"the parent of commit {commit_id} was vacated: its removed rows cannot be restored"
+        ) from None
+    change = ObjectChange(
+        removed=tuple(target.adds()),
+        added=tuple(before.objects[i] for i in target.deletes() if i in before.objects),
+    )
+    schema = _union(tip.schema, before.schema)
+    plan = plan_onto(pool, change, tip, schema)
+    if plan.empty:
         raise EmptyTransactionError(f"reverting {commit_id} would change nothing")
-    return pool.commit(
+    return _commit_plan(
+        pool,
         branch,
-        adds,
-        deletes,
+        plan,
         author=author,
         meta=meta,
         message=message or f"reverted commit {commit_id}",
-        incoming_schema=before.schema if adds else None,
+        schema=schema,
+        extra={"reverts": commit_id},
+        prune_columns=True,
     )
 
 
-def _ancestors(pool: Pool, commit_id: str | None) -> list[str]:
-    """``commit_id`` and its retained ancestors, newest first: the walk stops at a vacate tail
-    (older history may already be reclaimed by cleanup)."""
+def _union(a: pa.Schema | None, b: pa.Schema | None) -> pa.Schema:
+    if a is None:
+        return b if b is not None else pa.schema([])
+    if b is None:
+        return a
+    return unify_schema(a, b, "history")
+
+
+def _ancestors(pool: Pool, commit_id: str | None) -> tuple[list[Commit], bool]:
+    """``commit_id`` and its retained ancestors, newest first, and whether the walk was cut
+    by a vacate (older history may already be reclaimed by cleanup) rather than reaching the
+    pool's first commit."""
     _, tails = pool.vacate_state()
     stop = set(tails.values())
-    out = []
+    out: list[Commit] = []
     while commit_id is not None:
-        out.append(commit_id)
+        c = pool.read_commit(commit_id)
+        out.append(c)
         if commit_id in stop:
-            break
-        commit_id = pool.read_commit(commit_id).parent
-    return out
+            return out, c.parent is not None
+        commit_id = c.parent
+    return out, False
+
+
+def merge_base(pool: Pool, source: str, into: str) -> str | None:
+    """The newest commit of ``source``'s line that ``into`` already contains: a common
+    ancestor, or a tip an earlier merge applied (either way). Raises HistoryVacatedError when
+    vacate cut the history before a common commit was found: never guess a base."""
+    src_line, src_cut = _ancestors(pool, pool.tip(source))
+    dst_line_commits, dst_cut = _ancestors(pool, pool.tip(into))
+    dst_line: set[str] = set()
+    for c in dst_line_commits:
+        dst_line.add(c.id)
+        merged = c.extra.get("merge_source")
+        if merged:
+            dst_line.add(str(merged))
+    for c in src_line:
+        if c.id in dst_line:
+            return c.id
+        merged = c.extra.get("merge_source")
+        if merged and merged in dst_line:
+            return str(merged)  # source already took in this tip of the target
+    if src_cut or dst_cut:
+        raise HistoryVacatedError(
+            f"merge base of {source} and {into} was vacated: their common history is older "
+            "than the vacate cut, so what each side changed cannot be told apart"
+        )
+    return None
 
 
 def merge(
@@ -167,39 +339,112 @@ def merge(
     author: str | None = None,
     message: str = "",
     meta: object = None,
+    resolve: str | None = None,
 ) -> Commit:
-    """Apply ``source``'s changes since the common ancestor to ``into`` in one commit."""
+    """Apply ``source``'s changes since the merge base to ``into`` in one commit, at the level
+    of rows where compaction rewrote objects on either side (see :mod:`lake_core.history`).
+
+    A conflict is a row ``source`` removed (deleted, or replaced) that ``into`` no longer
+    holds either: both sides changed the same rows. It fails with CommitConflictError naming
+    the rows' key range and both sides' commits, unless ``resolve`` says which side wins for
+    those rows: ``theirs`` applies the source's change (its additions land; the removal is
+    already done), ``ours`` keeps the target's version (the source's additions of those keys
+    are left out). Everything else merges either way."""
     if source == into:
         raise UsageError("cannot merge a branch into itself")
+    if resolve not in (None, "ours", "theirs"):
+        raise UsageError(f"resolve must be ours or theirs, not {resolve!r}")
     src_tip = pool.tip(source)
     dst_tip = pool.tip(into)
-    # The target's line includes the source tips earlier merges applied, so merging again
-    # starts from the last merge instead of re-applying (and re-deleting) old changes.
-    dst_line: set[str] = set()
-    for cid in _ancestors(pool, dst_tip):
-        dst_line.add(cid)
-        merged = pool.read_commit(cid).extra.get("merge_source")
-        if merged:
-            dst_line.add(merged)
-    base = next((c for c in _ancestors(pool, src_tip) if c in dst_line), None)
+    base = merge_base(pool, source, into)
     base_snap = pool.snapshot(base)
     src = pool.snapshot(src_tip)
     dst = pool.snapshot(dst_tip)
-    src_added = [o for i, o in src.objects.items() if i not in base_snap.objects]
-    src_deleted = [i for i in base_snap.objects if i not in src.objects]
-    both = [i for i in src_deleted if i not in dst.objects]
-    if both:
-        raise CommitConflictError(f"both {source} and {into} deleted object {both[0]}")
-    adds = [o for o in src_added if o.id not in dst.objects]
-    if not adds and not src_deleted:
+    change = ObjectChange(
+        removed=tuple(o for i, o in base_snap.objects.items() if i not in src.objects),
+        added=tuple(o for i, o in src.objects.items() if i not in base_snap.objects),
+    )
+    if not change.removed and not change.added:
         raise EmptyTransactionError(f"{source} has nothing to merge into {into}")
-    return pool.commit(
+    schema = _union(dst.schema, src.schema)
+    plan = plan_onto(pool, change, dst, schema, ours=resolve == "ours")
+    if plan.missing is not None and resolve is None:
+        raise _conflict(pool, plan.missing, source, src_tip, into, dst_tip, base)
+    if plan.empty:
+        raise EmptyTransactionError(f"{source} has nothing to merge into {into}")
+    return _commit_plan(
+        pool,
         into,
-        adds,
-        src_deleted,
+        plan,
         author=author,
         meta=meta,
         message=message or f"merged {source} into {into}",
+        schema=src.schema,
         extra={"merge_source": src_tip},
-        incoming_schema=src.schema,
     )
+
+
+def _conflict(
+    pool: Pool,
+    missing: pa.Table,
+    source: str,
+    src_tip: str | None,
+    into: str,
+    dst_tip: str | None,
+    base: str | None,
+) -> CommitConflictError:
+    """A conflict error naming the contested rows' key range and the commit on each side
+    that changed them."""
+    key = pool.config.key
+    ordered = missing.take(key.sort_indices(missing)) if key.sort_keys(missing.schema) else missing
+    cols = key.key_columns(ordered)
+    lo, hi = key.key_at(cols, 0), key.key_at(cols, ordered.num_rows - 1)
+    span = (_show(lo), _show(hi))
+    if key.descending:
+        span = (span[1], span[0])
+    rng = span[0] if span[0] == span[1] else f"{span[0]} .. {span[1]}"
+    src_c = _changed_by(pool, src_tip, base, lo, hi) or src_tip
+    dst_c = _changed_by(pool, dst_tip, base, lo, hi) or dst_tip
+    return CommitConflictError(
+        f"{source} and {into} both changed {missing.num_rows} row(s) with "
+        f"{','.join(key.fields)} {rng} ({source}: commit {src_c}; {into}: commit {dst_c}); "
+        "rerun with --theirs or --ours to choose (see lake merge --help)"
+    )
+
+
+def _show(k: tuple[Any, ...]) -> str:
+    parts = [to_iso(v) if isinstance(v, datetime) else ("null" if v is None else str(v)) for v in k]
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+def _changed_by(
+    pool: Pool, tip: str | None, base: str | None, lo: tuple[Any, ...], hi: tuple[Any, ...]
+) -> str | None:
+    """The newest commit since ``base`` on the line to ``tip`` that removed rows from an
+    object whose key range meets [lo, hi] (maintenance that only moved rows skipped)."""
+    fields = pool.config.key.fields
+    want = _bounds_span(lo, hi)
+    for c in _line(pool, tip):
+        if c.id == base:
+            return None
+        if c.layout_only or not c.deletes():
+            continue
+        before = pool.snapshot(c.parent)
+        for oid in c.deletes():
+            obj = before.objects.get(oid)
+            if obj is not None and _meets(span(obj, fields), want):
+                return c.id
+    return None
+
+
+def _bounds_span(lo: tuple[Any, ...], hi: tuple[Any, ...]) -> tuple[Any, Any]:
+    enc = tuple(encode_value(pa.null(), v) for v in lo), tuple(encode_value(pa.null(), v) for v in hi)
+    a, b = enc
+    try:
+        return (a, b) if a <= b else (b, a)
+    except TypeError:
+        return a, b
+
+
+def _meets(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    return not key_lt(a[1], b[0]) and not key_lt(b[1], a[0])

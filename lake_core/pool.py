@@ -399,8 +399,14 @@ class Pool:
         source: str = "",
         extra: dict[str, Any] | None = None,
         guard: Callable[[], None] | None = None,
+        prune_columns: bool = False,
     ) -> Commit:
         """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
+
+        ``prune_columns``: drop from the pool schema the columns no live object carries after
+        this commit (a revert that removes the only rows of a column removes the column);
+        decided against the parent the commit lands on, so a concurrent load's new column
+        is never dropped.
 
         Raises EmptyTransactionError (nothing to do), BranchNotFoundError,
         CommitConflictError (a deleted object is gone; nothing committed),
@@ -436,6 +442,7 @@ class Pool:
                         source,
                         attempt,
                         extra or {},
+                        prune_columns,
                     )
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
                 if guard is not None:
@@ -493,6 +500,7 @@ class Pool:
         source: str,
         attempt: int,
         extra: dict[str, Any],
+        prune_columns: bool = False,
     ) -> Commit:
         parent_snap = self.snapshot(parent_id)
         check_actions(parent_snap, [o.id for o in adds], deletes)
@@ -503,6 +511,16 @@ class Pool:
             unified = unify_schema(parent_snap.schema, incoming_schema, source)
             if parent_snap.schema is None or not unified.equals(parent_snap.schema):
                 schema = unified
+        if prune_columns:
+            current = schema if schema is not None else parent_snap.schema
+            if current is not None:
+                gone = set(deletes)
+                carried = {c for o in parent_snap.objects.values() if o.id not in gone
+                           for c in o.columns}
+                carried.update(c for o in adds for c in o.columns)
+                pruned = pa.schema([f for f in current if f.name in carried])
+                if len(pruned) < len(current) and len(pruned) > 0:
+                    schema = pruned
         chain: tuple[str, ...]
         if parent_id is None:
             base, chain = None, ()

@@ -212,12 +212,32 @@ def build_parser() -> argparse.ArgumentParser:
     sp = cmd(
         "merge",
         c.cmd_merge,
-        "merge branch SOURCE into TARGET in one commit",
-        "  lake merge -p logs dev --into main\n",
+        "merge branch SOURCE into TARGET in one commit (row-correct after compaction)",
+        "  lake merge -p logs dev --into main\n"
+        "  lake merge -p logs dev --into main --theirs   # dev's version of contested rows\n"
+        "\nA conflict is a row both branches changed (e.g. both deleted it); the error names\n"
+        "the rows' key range and a commit on each side. --theirs applies the source's change\n"
+        "to those rows, --ours keeps the target's (the source's rows with those keys are\n"
+        "left out). Compaction on either side is never a conflict.\n",
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
     sp.add_argument("source", metavar="SOURCE")
     sp.add_argument("--into", required=True, metavar="TARGET")
+    side = sp.add_mutually_exclusive_group()
+    side.add_argument(
+        "--theirs",
+        dest="resolve",
+        action="store_const",
+        const="theirs",
+        help="on conflicting rows, the source branch's change wins",
+    )
+    side.add_argument(
+        "--ours",
+        dest="resolve",
+        action="store_const",
+        const="ours",
+        help="on conflicting rows, the target branch's version wins",
+    )
     commit_flags(sp)
 
     sp = cmd(
@@ -243,8 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = cmd(
         "revert",
         c.cmd_revert,
-        "undo one commit's adds and deletes in a new commit",
-        "  lake revert -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n",
+        "undo one commit's rows in a new commit (row-correct after compaction)",
+        "  lake revert -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n"
+        "\nRows the commit removed come back and rows it added leave, wherever compaction\n"
+        "moved them since. Reverting a revert re-applies the original; reverting a merge\n"
+        "removes what it brought in; a compaction or an already-reverted commit has nothing\n"
+        "to revert (empty transaction).\n",
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
     sp.add_argument("commit", metavar="COMMIT-ID")

@@ -281,7 +281,14 @@ def cmd_merge(args: argparse.Namespace) -> None:
 
     name, _ = split_ref(args.pool)
     pool = _lake(args, args.user).pool(name)
-    commit = merge(pool, args.source, args.into, message=args.message, meta=_meta(args.meta))
+    commit = merge(
+        pool,
+        args.source,
+        args.into,
+        message=args.message,
+        meta=_meta(args.meta),
+        resolve=args.resolve,
+    )
     _say(report.changed(f"merged {args.source} into {args.into}", commit))
     _say(f"{commit.id} committed")
 

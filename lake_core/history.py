@@ -1,0 +1,237 @@
+"""Applying a recorded change to another snapshot, row-correct whatever maintenance ran since.
+
+A change (one commit's actions, or a branch's changes since a merge base) is recorded as
+objects: some left the live set, others joined it. Replaying it on a later snapshot by object
+id works only while those objects are still live there; a layout-only commit (compaction)
+replaces them with objects holding the *same rows*, and a replay by id would then resurrect
+(revert) or refuse (merge) rows that are in fact still there.
+
+:func:`plan_onto` therefore works per *component*: the change's objects grouped by
+overlapping key ranges (a rewritten object always overlaps what it was rewritten from).
+
+* A component whose removed objects are all still live in the target applies by id: delete
+  them, add its added objects. Nothing is read. This is every change no maintenance touched.
+* Any other component applies by rows. Its net change is computed by content —
+  ``rows(removed) − rows(added)`` leave, ``rows(added) − rows(removed)`` join (multiset
+  differences, :mod:`lake_core.rowsets`; rows a rewrite kept cancel out) — and the leaving
+  rows are found again in the target's objects whose key range can hold them (pruned by the
+  objects' min/max), which are rewritten without them. Rows to leave that the target no longer
+  holds are reported as ``missing``: the caller decides whether that is a conflict (merge) or
+  already done (revert).
+
+Invariant: for every component, the target's rows afterwards equal its rows before, minus the
+component's net removed rows that it holds, plus its net added rows — whatever layout the
+target has. Object-level application is the special case where that needs no reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_core.maintenance.policy import TOP, key_lt, span
+from lake_core.objects import ObjectMeta, data_key
+from lake_core.reader import open_object
+from lake_core.rowsets import cancel, pair_rows
+from lake_core.scan import _conform
+from lake_core.snapshot import Snapshot
+
+if False:  # pragma: no cover - typing only (pool imports nothing from here)
+    from lake_core.pool import Pool
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    """A change as objects: ``removed`` left the live set and ``added`` joined it."""
+
+    removed: tuple[ObjectMeta, ...]
+    added: tuple[ObjectMeta, ...]
+
+
+@dataclass
+class Plan:
+    """What applying a change to a target needs: ``deletes`` (ids live in the target),
+    ``adds`` (existing objects to add by id) and ``tables`` to write as new objects, each
+    with the partition it belongs to (None: split by the pool's partition spec). ``missing``
+    holds rows the change removes that the target no longer has. ``rows_added`` and
+    ``rows_removed`` are the net rows joining and leaving (rows a rewrite keeps not counted,
+    except in by-id components, where a rewritten object counts whole)."""
+
+    deletes: list[str] = field(default_factory=list)
+    adds: list[ObjectMeta] = field(default_factory=list)
+    tables: list[tuple[pa.Table, str | None]] = field(default_factory=list)
+    rows_added: int = 0
+    rows_removed: int = 0
+    missing: pa.Table | None = None
+    by_rows: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.deletes and not self.adds and not self.tables
+
+
+def _overlaps(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    """Closed key spans overlap (TOP, the null-key end, overlaps TOP)."""
+    return not key_lt(a[1], b[0]) and not key_lt(b[1], a[0])
+
+
+def _components(objects: list[ObjectMeta], fields: tuple[str, ...]) -> list[list[ObjectMeta]]:
+    """Maximal groups of objects whose key spans overlap (transitively)."""
+    spans = {o.id: span(o, fields) for o in objects}
+    ordered = sorted(objects, key=lambda o: (_Order(spans[o.id][0]), o.id))
+    out: list[list[ObjectMeta]] = []
+    end: Any = None
+    for o in ordered:
+        lo, hi = spans[o.id]
+        if out and not key_lt(end, lo):
+            out[-1].append(o)
+            end = hi if key_lt(end, hi) else end
+        else:
+            out.append([o])
+            end = hi
+    return out
+
+
+class _Order:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Order) -> bool:
+        if self.value is TOP:
+            return False
+        if other.value is TOP:
+            return True
+        return key_lt(self.value, other.value)
+
+
+def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> pa.Table:
+    """The rows of ``objects``, conformed to ``schema`` (one table, in the given order)."""
+    tables = [
+        _conform(open_object(pool.store, data_key(pool.id, o.id), o.size).file.read(), schema)
+        for o in objects
+    ]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def keep_columns(table: pa.Table, key_fields: tuple[str, ...], columns: Iterable[str] | None) -> pa.Table:
+    """``table`` restricted to ``columns`` (an object's own columns) or, when None, to the
+    columns holding a value (an object never carries a column it has no value for) and the
+    key fields."""
+    if columns is not None:
+        wanted = set(columns)
+        return table.select([n for n in table.schema.names if n in wanted])
+    keep = [
+        n
+        for n in table.schema.names
+        if n in key_fields or table.column(n).null_count < table.num_rows
+    ]
+    return table.select(keep)
+
+
+def plan_onto(
+    pool: Pool,
+    change: ObjectChange,
+    target: Snapshot,
+    schema: pa.Schema,
+    *,
+    ours: bool = False,
+) -> Plan:
+    """Plan applying ``change`` to ``target`` (see the module docstring). ``schema`` covers
+    every column of the change and of the target. Reads only by-rows components and the
+    target objects whose key range meets them; writes nothing.
+
+    ``ours``: rows the change would add whose key equals the key of a missing row (one the
+    target changed too) are left out, so the target's version of those keys wins."""
+    fields = pool.config.key.fields
+    plan = Plan()
+    added = [o for o in change.added if o.id not in target.objects]  # already there: applied
+    by_rows: list[list[ObjectMeta]] = []
+    removed_ids = {o.id for o in change.removed}
+    for comp in _components([*change.removed, *added], fields):
+        gone = [o for o in comp if o.id in removed_ids]
+        if all(o.id in target.objects for o in gone):
+            plan.deletes += [o.id for o in gone]
+            plan.adds += [o for o in comp if o.id not in removed_ids]
+            plan.rows_removed += sum(o.count for o in gone)
+            plan.rows_added += sum(o.count for o in comp if o.id not in removed_ids)
+        else:
+            by_rows.append(comp)
+    if not by_rows:
+        return plan
+    plan.by_rows = True
+    leaving: list[pa.Table] = []
+    joining: list[tuple[list[ObjectMeta], pa.Table]] = []
+    spans: list[tuple[Any, Any]] = []
+    for comp in by_rows:
+        gone = [o for o in comp if o.id in removed_ids]
+        new = [o for o in comp if o.id not in removed_ids]
+        minus, plus = cancel(read_rows(pool, gone, schema), read_rows(pool, new, schema))
+        spans += [span(o, fields) for o in comp]
+        if minus.num_rows:
+            leaving.append(minus)
+        if plus.num_rows:
+            joining.append((new, plus))
+    to_remove = pa.concat_tables(leaving) if leaving else schema.empty_table()
+    if to_remove.num_rows:
+        _plan_removal(pool, plan, target, to_remove, spans, schema, fields)
+    contested = _keys(plan.missing, fields) if ours and plan.missing is not None else set()
+    for new, plus in joining:
+        if contested:
+            mask = [k not in contested for k in _key_tuples(plus, fields)]
+            plus = plus.filter(pa.array(mask, pa.bool_()))
+            if plus.num_rows == 0:
+                continue
+        if plus.num_rows == sum(o.count for o in new):
+            plan.adds += new  # nothing of them cancelled: add them as they are, no rewrite
+        else:
+            plan.tables.append((keep_columns(plus, fields, None), None))
+        plan.rows_added += plus.num_rows
+    return plan
+
+
+def _key_tuples(table: pa.Table, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
+    cols = [table.column(f).to_pylist() if f in table.schema.names else [None] * table.num_rows
+            for f in fields]
+    return list(zip(*cols, strict=True))
+
+
+def _keys(table: pa.Table, fields: tuple[str, ...]) -> set[tuple[Any, ...]]:
+    return set(_key_tuples(table, fields))
+
+
+def _plan_removal(
+    pool: Pool,
+    plan: Plan,
+    target: Snapshot,
+    to_remove: pa.Table,
+    spans: list[tuple[Any, Any]],
+    schema: pa.Schema,
+    fields: tuple[str, ...],
+) -> None:
+    """Find ``to_remove`` in the target's objects whose key range meets ``spans`` and plan
+    their rewrite without those rows (each row removed once); what is not found is missing."""
+    taken = set(plan.deletes)
+    candidates = [
+        o
+        for o in target.objects.values()
+        if o.id not in taken and any(_overlaps(span(o, fields), s) for s in spans)
+    ]
+    remaining = to_remove
+    for obj in candidates:
+        if remaining.num_rows == 0:
+            break
+        rows = read_rows(pool, [obj], schema)
+        pairing = pair_rows(rows, remaining)
+        if len(pairing.left) == 0:
+            continue
+        plan.deletes.append(obj.id)
+        plan.rows_removed += len(pairing.left)
+        keep = rows.filter(pc.invert(pairing.left_mask(rows.num_rows)))
+        if keep.num_rows:
+            plan.tables.append((keep_columns(keep, fields, obj.columns), obj.partition))
+        remaining = remaining.filter(pc.invert(pairing.right_mask(remaining.num_rows)))
+    plan.missing = remaining if remaining.num_rows else None
