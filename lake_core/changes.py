@@ -438,7 +438,10 @@ def _changed_by(
 
 
 def _bounds_span(lo: tuple[Any, ...], hi: tuple[Any, ...]) -> tuple[Any, Any]:
-    enc = tuple(encode_value(pa.null(), v) for v in lo), tuple(encode_value(pa.null(), v) for v in hi)
+    enc = (
+        tuple(encode_value(pa.null(), v) for v in lo),
+        tuple(encode_value(pa.null(), v) for v in hi),
+    )
     a, b = enc
     try:
         return (a, b) if a <= b else (b, a)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,7 +40,7 @@ from lake_core.rowsets import cancel, pair_rows
 from lake_core.scan import _conform
 from lake_core.snapshot import Snapshot
 
-if False:  # pragma: no cover - typing only (pool imports nothing from here)
+if TYPE_CHECKING:  # the pool module imports nothing from here; only changes does
     from lake_core.pool import Pool
 
 
@@ -117,7 +117,9 @@ def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> p
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
-def keep_columns(table: pa.Table, key_fields: tuple[str, ...], columns: Iterable[str] | None) -> pa.Table:
+def keep_columns(
+    table: pa.Table, key_fields: tuple[str, ...], columns: Iterable[str] | None
+) -> pa.Table:
     """``table`` restricted to ``columns`` (an object's own columns) or, when None, to the
     columns holding a value (an object never carries a column it has no value for) and the
     key fields."""
@@ -194,8 +196,10 @@ def plan_onto(
 
 
 def _key_tuples(table: pa.Table, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    cols = [table.column(f).to_pylist() if f in table.schema.names else [None] * table.num_rows
-            for f in fields]
+    cols = [
+        table.column(f).to_pylist() if f in table.schema.names else [None] * table.num_rows
+        for f in fields
+    ]
     return list(zip(*cols, strict=True))
 
 

@@ -16,6 +16,7 @@ Arrow tables and no value ever round-trips through another type system.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,13 +34,13 @@ class Pairing:
     left: np.ndarray
     right: np.ndarray
 
-    def left_mask(self, n: int) -> pa.Array:
+    def left_mask(self, n: int) -> pa.Array[Any]:
         """Boolean mask over the left table, true where the row paired."""
         mask = np.zeros(n, dtype=bool)
         mask[self.left] = True
         return pa.array(mask)
 
-    def right_mask(self, n: int) -> pa.Array:
+    def right_mask(self, n: int) -> pa.Array[Any]:
         mask = np.zeros(n, dtype=bool)
         mask[self.right] = True
         return pa.array(mask)
