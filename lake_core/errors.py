@@ -292,3 +292,18 @@ class PurgedObjectError(LakeError):
                 f"data object {self.object_id} was purged (lake purge of commit {self.commit_id})"
             )
         return f"data object {self.object_id} is missing (removed by cleanup or lost)"
+
+
+class WriteWindowExpiredError(CommitConflictError):
+    """A writer reached its commit point more than the write window after it began writing
+    objects. Cleanup may already treat such objects as orphans (see
+    :mod:`lake_core.inflight`), so the commit is refused; nothing was committed."""
+
+    def __init__(self, started: str, window: str) -> None:
+        LakeError.__init__(self, started, window)
+        self.started = started
+        self.window = window
+        self.detail = (
+            f"this write began at {started}, more than {window} ago; its objects may already "
+            "count as orphans, so it was not committed (run it again)"
+        )

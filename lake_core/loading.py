@@ -20,6 +20,7 @@ from lake_core.codec import decode_doc, encode_doc
 from lake_core.commit import Commit, decode_schema, encode_schema
 from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError
 from lake_core.ids import new_id
+from lake_core.inflight import check_write_window, write_window_guard
 from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
@@ -117,7 +118,9 @@ def load(
     meta: Any = None,
     on_object: Callable[[ObjectMeta], None] | None = None,
 ) -> Commit:
-    """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure."""
+    """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure.
+    The commit point must come within the write window (see :mod:`lake_core.inflight`)."""
+    started = pool.clock.now()
     objects, schema = write_sources(pool, sources, branch, fmt, on_object)
     names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
     try:
@@ -130,6 +133,7 @@ def load(
             meta=meta,
             incoming_schema=schema,
             source=names,
+            guard=write_window_guard(pool.clock, started),
         )
     except BaseException:
         pool.discard_objects(objects)
@@ -139,7 +143,10 @@ def load(
 def stage(
     pool: Pool, sources: Sequence[Source], branch: str = MAIN, *, fmt: str = "auto"
 ) -> Staged:
-    """Write objects and record them as staged work (``lake add``)."""
+    """Write objects and record them as staged work (``lake add``). The staging document must
+    land within the write window (see :mod:`lake_core.inflight`): until it does, cleanup knows
+    the objects only by their age."""
+    started = pool.clock.now()
     objects, schema = write_sources(pool, sources, branch, fmt)
     staged = Staged(
         new_id(pool.clock),
@@ -155,6 +162,11 @@ def stage(
         "schema": encode_schema(schema),
         "objects": [o.to_json() for o in objects],
     }
+    try:
+        check_write_window(pool.clock, started)
+    except BaseException:
+        pool.discard_objects(objects)
+        raise
     pool.store.put_if_missing(
         staged_key(pool.id, staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
     )

@@ -40,11 +40,16 @@ def parse_size(text: str) -> int:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``2h``, ``7d`` → timedelta."""
+    """``90s``, ``15m``, ``2h``, ``7d`` → timedelta; a bare ``0`` is zero."""
+    if text.strip() == "0":
+        return timedelta(0)
     m = _DURATION.match(text)
     if not m:
-        raise UsageError(f"invalid duration {text!r}: use e.g. 90s, 15m, 2h, 7d")
-    return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2).lower()])
+        raise UsageError(f"invalid duration {text!r}: use e.g. 0, 90s, 15m, 2h, 7d")
+    try:
+        return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2).lower()])
+    except OverflowError:
+        raise UsageError(f"invalid duration {text!r}: too long") from None
 
 
 def format_size(n: int) -> str:
@@ -53,3 +58,13 @@ def format_size(n: int) -> str:
             return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024  # type: ignore[assignment]
     return f"{n}B"
+
+
+def human_size(n: int) -> str:
+    """Bytes as people read them: ``512 B``, ``1.5 KiB``, ``48.3 MiB`` (powers of 1024)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} PiB"

@@ -1,4 +1,4 @@
-"""lakepool on Spark: ingest, compaction, cleanup deletes and reads spread over Spark tasks.
+"""lakepool on Spark: ingest, compaction, cleanup and reads spread over Spark tasks.
 
 Spark distributes; lake_core does all lake I/O inside the tasks (pyarrow for Parquet, boto3
 for S3), so no Hadoop S3A jars are needed and local disk and S3 behave the same. The driver
@@ -10,7 +10,12 @@ plans and commits once. pyspark is imported only here, never by lake_core::
     result = spark_compact(spark, pool)
 """
 
-from lake_spark.cleanup import SPARK_DELETE_THRESHOLD, spark_delete_keys
+from lake_spark.cleanup import (
+    SPARK_DELETE_THRESHOLD,
+    spark_cleanup,
+    spark_delete_keys,
+    spark_retention,
+)
 from lake_spark.compact import spark_compact
 from lake_spark.ingest import spark_load
 from lake_spark.session import SparkSettings, spark_session
@@ -18,8 +23,10 @@ from lake_spark.session import SparkSettings, spark_session
 __all__ = [
     "SPARK_DELETE_THRESHOLD",
     "SparkSettings",
+    "spark_cleanup",
     "spark_compact",
     "spark_delete_keys",
     "spark_load",
+    "spark_retention",
     "spark_session",
 ]

@@ -1,4 +1,4 @@
-"""``lake load --spark`` and ``lake compact --spark``: the CLI's Spark paths.
+"""``lake load --spark``, ``lake compact --spark``, ``lake cleanup --spark``: the CLI's Spark paths.
 
 ``lake_core.cli`` imports this module only when ``--spark`` is given, so the CLI never imports
 pyspark otherwise. The master is resolved here, at the edge: ``--spark-master``, else
@@ -70,3 +70,21 @@ def cmd_compact(args: argparse.Namespace) -> None:
         return
     _say(report.compacted(result))
     _say(f"{result.commit.id} committed")
+
+
+def cmd_cleanup(args: argparse.Namespace) -> None:
+    from lake_core.cli.maintenance_commands import print_cleanup
+    from lake_core.units import parse_duration
+    from lake_spark.cleanup import spark_cleanup
+
+    grace = parse_duration(args.grace)  # a usage error before Spark starts
+    name, _ = split_ref(args.pool)
+    lake = _lake(args)
+    pool = lake.pool(name)
+    with (
+        _spark(args, "cleanup") as spark,
+        lake.locks() as locks,
+        locks.maintenance_lock(pool.id, timeout=args.lock_timeout) as held,
+    ):
+        result = spark_cleanup(spark, pool, grace, dry_run=args.dry_run, guard=held.check)
+    print_cleanup(args, result, pool.name)

@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from lake_core.commit import Commit
 from lake_core.errors import EmptyTransactionError
+from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_table, normalize_table, unify_schema
 from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta
@@ -148,9 +149,7 @@ def _partition_values(table: pa.Table, spec: PartitionSpec) -> pa.Table:
     if pa.types.is_timestamp(raw.type) or pa.types.is_date(raw.type):
         codes = spec.values(table).dictionary_encode().indices.to_numpy(zero_copy_only=False)
         _, first, counts = np.unique(codes, return_index=True, return_counts=True)
-        return pa.table(
-            {spec.column: raw.take(first), _COUNT: pa.array(counts, pa.int64())}
-        )
+        return pa.table({spec.column: raw.take(first), _COUNT: pa.array(counts, pa.int64())})
     # Not a timestamp (or all null): the driver's partition check decides, as the writer does.
     return pa.table({spec.column: raw.slice(0, 1), _COUNT: pa.array([n], pa.int64())})
 
@@ -443,8 +442,10 @@ def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Writ
             assert job.layout is not None
             tables = [_from_ipc(payload) for _, payload in pieces]
             del pieces
-            table = tables[0] if len(tables) == 1 else pa.concat_tables(
-                tables, promote_options="default"
+            table = (
+                tables[0]
+                if len(tables) == 1
+                else pa.concat_tables(tables, promote_options="default")
             )
             del tables
             write_objects(
@@ -492,6 +493,7 @@ def spark_load(
     from pyspark.sql import DataFrame
 
     tip = pool.tip(branch)  # BranchNotFoundError before any work
+    started = pool.clock.now()  # the write window (lake_core.inflight) runs from here
     base = pool.snapshot(tip).schema
     job = _Job(
         pool.store.uri,
@@ -534,9 +536,7 @@ def spark_load(
         todo = [c for c in chunks if c.index in with_rows]
         pairs = sc.parallelize(todo, len(todo)).flatMap(_bucketize_chunk(job))
     results: list[_Written] = (
-        pairs.partitionBy(buckets, _identity)
-        .mapPartitionsWithIndex(_write_bucket(job))
-        .collect()
+        pairs.partitionBy(buckets, _identity).mapPartitionsWithIndex(_write_bucket(job)).collect()
     )
     objects = [
         ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects
@@ -554,6 +554,7 @@ def spark_load(
             meta=meta,
             incoming_schema=layout,
             source=", ".join(names),
+            guard=write_window_guard(pool.clock, started),
         )
     except BaseException:
         pool.discard_objects(objects)

@@ -28,6 +28,7 @@ from lake_core.errors import (
     NotFoundError,
     PurgedObjectError,
 )
+from lake_core.inflight import MIN_ORPHAN_AGE, WRITE_WINDOW
 from lake_core.loading import commit_staged, list_staged, load, stage, staged_key
 from lake_core.maintenance.cleanup import CleanupResult, cleanup
 from lake_core.maintenance.partitions import drop_partition
@@ -175,12 +176,18 @@ def test_cleanup_keeps_objects_live_on_another_branch_until_it_is_dropped(lake_u
     assert ts(p, "dev") == [0, 1, 10]
     assert ts(p) == [0]
 
-    # Dropping the branch leaves its data unreachable; past the grace period it goes, with the
-    # commit that only the dropped branch knew and the tail snapshot vacate wrote for it.
+    # Dropping the branch leaves its data unreachable. What a commit deleted (x) goes past the
+    # grace period. What only the dropped branch's commits added (d) cannot be told from a load
+    # still on its way to the journal, so it also waits out the minimum orphan age; then it goes
+    # with the commit that only the dropped branch knew and the tail snapshot vacate wrote.
     pool.delete_branch("dev")
     assert pool.store.exists(commit_key(pool.id, d.id))
     r = cleanup(pool, H)
-    assert set(r.objects) == {obj(x), obj(d)} and r.tombstoned == 2
+    assert r.objects == (obj(x),) and r.tombstoned == 1 and r.pending == 1
+    assert pool.store.exists(commit_key(pool.id, d.id))
+    clock.advance(MIN_ORPHAN_AGE)
+    r = cleanup(pool, H)
+    assert r.objects == (obj(d),) and r.tombstoned == 1
     assert data_ids(pool) == {obj(k)}
     assert not pool.store.exists(commit_key(pool.id, d.id))
     assert not pool.store.exists(snapshot_key(pool.id, d.id))
@@ -203,7 +210,7 @@ def test_cleanup_keeps_staged_objects(lake_uri: str) -> None:
     assert ts(fresh(pool)) == [0, 5, 6]
 
 
-def test_orphans_of_failed_loads_go_past_grace_and_a_running_load_survives(
+def test_orphans_of_failed_loads_go_past_grace_and_the_minimum_age_and_running_loads_survive(
     lake_uri: str,
 ) -> None:
     clock, lake = make_lake(lake_uri)
@@ -212,7 +219,7 @@ def test_orphans_of_failed_loads_go_past_grace_and_a_running_load_survives(
     with pytest.raises(RuntimeError, match="killed"):
         load(pool, [tbl(1)], on_object=boom)
     (old,) = data_ids(pool) - {obj(k)}
-    clock.advance(2 * H)
+    clock.advance(MIN_ORPHAN_AGE + H)
     with pytest.raises(RuntimeError, match="killed"):
         load(pool, [tbl(2)], on_object=boom)
     (young,) = data_ids(pool) - {obj(k), old}
@@ -221,7 +228,7 @@ def test_orphans_of_failed_loads_go_past_grace_and_a_running_load_survives(
     temps: dict[str, str] = {}
     if not lake_uri.startswith("s3://"):  # temp files of writers killed mid-write: local only
         data_dir = os.path.join(lake_uri, "pools", pool.id, "data")
-        for name, age in (("old", 2 * H), ("young", M)):
+        for name, age in (("old", MIN_ORPHAN_AGE + H), ("young", 2 * H)):
             path = os.path.join(data_dir, f".tmp-killed-{name}")
             with open(path, "wb") as f:
                 f.write(b"partial")
@@ -230,7 +237,8 @@ def test_orphans_of_failed_loads_go_past_grace_and_a_running_load_survives(
             temps[name] = path
 
     # Cleanup runs while a load is between writing its object and committing it: the fresh
-    # object is unreferenced, but young, so it survives and the load commits.
+    # object is unreferenced, but young, so it survives and the load commits. The young orphan
+    # is past the grace period (1 h) but not past the minimum orphan age: it stays too.
     seen: list[CleanupResult] = []
     running = load(pool, [tbl(3)], on_object=lambda _: seen.append(cleanup(pool, H)))
     (r,) = seen
@@ -244,18 +252,57 @@ def test_orphans_of_failed_loads_go_past_grace_and_a_running_load_survives(
     else:
         assert r.temp_files == 0
 
-    clock.advance(2 * H)
+    clock.advance(MIN_ORPHAN_AGE)
     r = cleanup(pool, H)
     assert r.objects == (young,) and r.orphans == 1
     assert data_ids(pool) == {obj(k), obj(running)}
     assert ts(fresh(pool)) == [0, 3]
 
-    # Why the grace period must never be 0 while anything writes to the pool: a cleanup that
-    # runs between a load's object write and its commit deletes the object, and the load is
-    # then acknowledged with data that is gone.
-    reckless = load(pool, [tbl(4)], on_object=lambda _: cleanup(pool, timedelta(0)))
-    with pytest.raises(PurgedObjectError, match=f"{obj(reckless)} is missing"):
-        fresh(pool).read()
+    # Grace 0 while a load is in flight: the load's object is younger than the minimum orphan
+    # age, so it stays, and the acknowledged load reads in full (it used to be deleted).
+    seen.clear()
+    landed = load(pool, [tbl(4)], on_object=lambda _: seen.append(cleanup(pool, timedelta(0))))
+    assert seen[0].objects == () and seen[0].pending == 1
+    p = fresh(pool)
+    assert ts(p) == [0, 3, 4]
+    assert_objects_intact(p)
+    assert obj(landed) in data_ids(pool)
+
+
+def test_writers_past_the_write_window_refuse_to_commit(
+    lake_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other half of the minimum orphan age: a writer that reaches its commit point more
+    than the write window after it began commits nothing (its objects may count as orphans)."""
+    import lake_core.loading as loading
+    from lake_core.errors import WriteWindowExpiredError
+
+    clock, lake = make_lake(lake_uri)
+    pool = lake.create_pool("w", "ts:asc")
+    k = load(pool, [tbl(0)])
+    journal = journal_numbers(pool)
+    # A load whose commit point comes just inside the window commits ...
+    ok = load(pool, [tbl(1)], on_object=lambda _: clock.advance(WRITE_WINDOW - M))
+    # ... one that comes past it does not, and leaves nothing behind.
+    with pytest.raises(WriteWindowExpiredError, match="more than 12h ago"):
+        load(pool, [tbl(2)], on_object=lambda _: clock.advance(WRITE_WINDOW + M))
+    assert data_ids(pool) == {obj(k), obj(ok)}
+    assert ts(fresh(pool)) == [0, 1]
+    assert len(journal_numbers(pool)) == len(journal) + 1
+
+    # ``lake add``: the staging document is the commit point.
+    real = loading.write_sources
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        out = real(*args, **kw)
+        clock.advance(WRITE_WINDOW + M)
+        return out
+
+    monkeypatch.setattr(loading, "write_sources", slow)
+    with pytest.raises(WriteWindowExpiredError):
+        stage(pool, [tbl(5)])
+    assert list_staged(pool) == []
+    assert data_ids(pool) == {obj(k), obj(ok)}
 
 
 def test_dry_run_deletes_nothing_and_reports_the_same(lake_uri: str) -> None:
@@ -268,7 +315,7 @@ def test_dry_run_deletes_nothing_and_reports_the_same(lake_uri: str) -> None:
         load(pool, [tbl(9)], on_object=boom)
     clock.advance(H)
     vacate(pool, clock.now())
-    clock.advance(2 * H)
+    clock.advance(MIN_ORPHAN_AGE)
 
     before = all_keys(pool)
     dry = cleanup(pool, H, dry_run=True)

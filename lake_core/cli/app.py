@@ -296,13 +296,28 @@ def _add_maintenance(cmd: Any) -> None:
         "cleanup",
         m.cmd_cleanup,
         "delete tombstoned and orphaned files past the grace period (all branches, staged work)",
-        "  lake cleanup -p logs --grace 7d --dry-run\n  lake cleanup -p logs --grace 2h\n",
+        "  lake cleanup -p logs --grace 7d --dry-run\n  lake cleanup -p logs --grace 2h\n"
+        "  lake vacate -p logs --before 2026-01-01T00:00:00Z && lake cleanup -p logs --grace 0\n"
+        "  lake cleanup -p logs --grace 1d --spark    # deletes spread over Spark tasks\n",
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
-    sp.add_argument("--grace", default="7d", metavar="DURATION")
-    sp.add_argument("--dry-run", action="store_true")
-    sp.add_argument("-f", dest="format", default="table", choices=["table", "json"])
+    sp.add_argument(
+        "--grace",
+        default="7d",
+        metavar="DURATION",
+        help="keep deleted files younger than this, e.g. 0, 2h, 7d (default 7d); files no "
+        "commit references are always kept for at least 24h (loads in flight)",
+    )
+    sp.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
+    sp.add_argument(
+        "-f",
+        dest="format",
+        default="table",
+        choices=["table", "json"],
+        help="table: readable lines; json: one object with counts and raw byte sizes",
+    )
     m.add_lock_timeout(sp)
+    _spark_flags(sp, m.cmd_cleanup, "cmd_cleanup")
 
     sp = cmd(
         "vacate",
@@ -362,7 +377,9 @@ def _spark_flags(sp: argparse.ArgumentParser, local: Any, name: str) -> None:
         try:
             spark_cli = importlib.import_module("lake_spark.cli")
         except ImportError as e:
-            raise UsageError(f"--spark needs pyspark: pip install 'lakepool[spark]' ({e})") from None
+            raise UsageError(
+                f"--spark needs pyspark: pip install 'lakepool[spark]' ({e})"
+            ) from None
         return getattr(spark_cli, name)(args)
 
     sp.set_defaults(func=run)

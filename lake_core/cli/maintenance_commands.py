@@ -12,16 +12,22 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from lake_core.cli import report
 from lake_core.cli.commands import _lake, _pool_ref, _say, _time
+from lake_core.clock import to_iso
 from lake_core.errors import UsageError
+from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.locks import LockHandle
 from lake_core.names import split_ref
 from lake_core.output import write_records
 from lake_core.pool import MAIN, Pool
-from lake_core.units import parse_duration
+from lake_core.units import human_size, parse_duration
+
+if TYPE_CHECKING:
+    from lake_core.maintenance.cleanup import CleanupResult
 
 
 @contextmanager
@@ -62,17 +68,54 @@ def cmd_compact(args: argparse.Namespace) -> None:
     _say(f"{result.commit.id} committed")
 
 
+def cleanup_report(result: CleanupResult, pool: str) -> list[str]:
+    """What cleanup did, as people read it: one line of what was reclaimed, then what was kept
+    and how to release it."""
+    verb = "would remove" if result.dry_run else "removed"
+    lines = []
+    if result.files:
+        files = "file" if result.files == 1 else "files"
+        lines.append(f"{verb} {result.files:,} {files}, {human_size(result.bytes)}")
+    else:
+        lines.append("nothing to remove")
+    if result.held:
+        what = "file is" if result.held == 1 else "files are"
+        lines.append(
+            f"{result.held:,} deleted {what} still referenced by retained history "
+            f"({human_size(result.held_bytes)}); release them with "
+            f"`lake vacate -p {pool} --before {to_iso(result.release_before or result.now)}`, "
+            "then clean up again"
+        )
+    if result.pending:
+        lines.append(
+            f"kept {result.pending:,} unreachable {'file' if result.pending == 1 else 'files'} "
+            f"({human_size(result.pending_bytes)}) "
+            f"younger than the grace period or than the {_hours(MIN_ORPHAN_AGE)} minimum "
+            "age of unreferenced files"
+        )
+    return lines
+
+
+def _hours(d: timedelta) -> str:
+    return f"{d.total_seconds() / 3600:g}h"
+
+
 def cmd_cleanup(args: argparse.Namespace) -> None:
     from lake_core.maintenance.cleanup import cleanup
 
     grace = parse_duration(args.grace)
     with _maintenance(args) as (pool, _, held):
         result = cleanup(pool, grace, dry_run=args.dry_run, guard=held.check)
+    print_cleanup(args, result, pool.name)
+
+
+def print_cleanup(args: argparse.Namespace, result: CleanupResult, pool: str) -> None:
+    """The output of ``lake cleanup`` (local and Spark alike): JSON keeps raw byte counts."""
     if args.format == "json":
         _say(json.dumps(result.to_json()))
         return
-    for k, v in result.to_json().items():
-        _say(f"{k}: {v}")
+    for line in cleanup_report(result, pool):
+        _say(line)
 
 
 def cmd_vacate(args: argparse.Namespace) -> None:

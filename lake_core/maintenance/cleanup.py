@@ -8,44 +8,71 @@ snapshot, every object a retained commit added, and every object of staged work.
 
 What goes:
 
-- **tombstoned data**: an object no longer reachable, whose tombstone is older than the grace
-  period. The tombstone time is the date of the latest commit known to add or delete the object
-  (normally the commit that deleted it; for data of a dropped branch, the commit that added it);
-- **orphan data**: an object no commit ever referenced (a failed or killed load, compaction or
-  rewrite), older than the grace period;
+- **tombstoned data**: an object no longer reachable that some commit deleted (or that a
+  commit known to have landed added), whose tombstone is older than the grace period. The
+  tombstone time is the date of the latest commit known to add or delete the object;
+- **unreferenced data**: an object no landed commit mentions — a failed or killed load,
+  compaction or rewrite (an *orphan*), or the data of a dropped branch — older than the grace
+  period *and* than :data:`~lake_core.inflight.MIN_ORPHAN_AGE` (see "In-flight work");
 - **commit metadata** (``<id>.json`` and ``<id>.snap``) of commits no branch retains — vacated
-  history, race losers, commits of dropped branches — older than the grace period, once every
-  object the commit mentions is either reachable or gone (so a pending tombstone's date is never
-  forgotten while its file remains). Kept: the cached snapshot and the commits that a retained
-  commit's bounded opening path names (its ``snapshot_base`` and ``chain``; at most one snapshot
-  and 31 commits per branch tail), so retained commits open as fast after cleanup as before;
+  history, race losers, commits of dropped branches — older than the grace period (and, for a
+  commit not known to have landed, than the minimum orphan age), once every object the commit
+  mentions is either reachable or gone (so a pending tombstone's date is never forgotten while
+  its file remains). Kept: the cached snapshot and the commits that a retained commit's bounded
+  opening path names (its ``snapshot_base`` and ``chain``; at most one snapshot and 31 commits
+  per branch tail), so retained commits open as fast after cleanup as before;
 - **journal entries** below the journal TAIL except entry TAIL-1, which readers fall back to
   when the HEAD hint is stale;
-- **temp files** (``.tmp-*``) of writers killed mid-write on local disk, older than the grace.
+- **temp files** (``.tmp-*``) of writers killed mid-write on local disk, older than the minimum
+  orphan age.
 
 Staging documents are never removed, nor purge records, nor anything outside the pool.
 
-Ages. An object's or a metadata file's age counts from the latest of its modification time,
-the time stamped in its KSUID name and the dates of the commits that mention it. Taking the
-latest errs on the side of keeping: a file a running writer has just written is young by every
-measure. The grace period is what protects work in flight — a load's objects exist before the
-commit that references them, a commit object exists before the journal entry that makes it
-reachable — so it must exceed the longest such window (minutes in practice; never 0 while
-anything else writes to the pool).
+Ages. A file's age counts from the latest of its modification time, the time stamped in its
+KSUID name and the dates of the commits that mention it: taking the latest errs on the side of
+keeping.
 
-Concurrency. Run under the pool's maintenance lock (cleanup, compaction, vacate and purge then
-take turns); ``guard`` is the lock's ``check`` and runs right before the first delete. Loads,
-deletes, merges and branch changes keep committing meanwhile. The plan reads staging *before*
-the journal (work committed from staging meanwhile is then found in the journal), and re-reads
-the journal after planning: commits that landed meanwhile are walked too and whatever they
-reach is kept. Cleanup never writes to the journal, so it cannot race a commit into resurrecting
+In-flight work. A load writes its objects, then a commit object, then the journal entry that
+makes them reachable; ``lake add`` writes objects, then the staging document. Between the two,
+the objects are unreferenced files exactly like a killed load's. Cleanup takes no lock that
+writers take, so the race to close is: cleanup lists a file, judges it unreferenced, a commit
+naming it lands, cleanup deletes it — and the load has been acknowledged with data that is gone.
+It is closed by an order of reads and a pair of bounds:
+
+1. Cleanup lists the store first, and only then reads staging and then the journal (``S`` and
+   ``H``); right before deleting it reads staging and the journal once more (``S2`` then
+   ``H2``) and re-plans with whatever landed meanwhile. Staging is read before the journal
+   because ``commit`` of staged work lands its journal entry before it removes the staging
+   document: a document gone at ``S2`` means its commit is in the journal at ``H2``.
+2. Every writer that adds new objects reaches its commit point within
+   :data:`~lake_core.inflight.WRITE_WINDOW` (12 h) of starting, or refuses to commit:
+   ``load``'s and Spark load's commit guard, and ``stage`` before its staging document. An
+   object's KSUID is stamped after its writer started, so the writer's last possible commit
+   point for it is before ``ksuid + WRITE_WINDOW`` (plus an append in flight, plus skew).
+3. Cleanup deletes an unreferenced file only if, at ``now`` (taken before ``S2``), it is older
+   than ``MIN_ORPHAN_AGE`` (24 h) by its KSUID and modification time — whatever ``--grace``
+   says. So any commit or staging document that references it landed before ``S2``/``H2``
+   (24 h − 12 h leaves 12 h of margin for skew and a slow append), and the re-read in 1. finds
+   it: a reference that exists is seen, and one that does not exist yet never will.
+
+The same bound covers a pending commit object waiting for its append, a cached snapshot written
+just before its commit object, and a temp file waiting for its rename. Tombstoned data needs no
+such bound: it was deleted by a commit whose parent held it, so it landed once, and nothing
+may re-add an object that no retained commit reaches (revert and merge must refuse vacated
+history). Writers that rewrite objects under a lock or that the window does not cover (the
+commands of :mod:`lake_core.changes` rewrite a few objects and commit within seconds) rely on
+the 24 h minimum alone.
+
+Concurrency with other maintenance: run under the pool's maintenance lock (cleanup, compaction,
+vacate and purge then take turns); ``guard`` is the lock's ``check`` and runs right before the
+first delete. Cleanup never writes to the journal, so it cannot race a commit into resurrecting
 or duplicating rows (IceDB's cleanup rewrote its log and did).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
@@ -55,6 +82,7 @@ from lake_core.clock import to_iso
 from lake_core.commit import Commit, commit_key
 from lake_core.errors import CorruptObjectError, ObjectNotFoundError, UsageError
 from lake_core.ids import is_ksuid
+from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.loading import list_staged
 from lake_core.objects import OBJECT_SUFFIX, data_key
 from lake_core.pool import TAIL_PREFIX, Pool
@@ -63,14 +91,19 @@ from lake_core.stores.base import ObjectInfo
 _READ_THREADS = 16
 _ENTRY_RE = re.compile(r"^([0-9]+)\.json$")
 
+#: Deletes a batch of store keys (``ObjectStore.delete_many`` by default; Spark spreads them).
+KeyDeleter = Callable[[Sequence[str]], Any]
+
 
 @dataclass(frozen=True)
 class CleanupResult:
     """What cleanup deleted (or, with ``dry_run``, would delete): a count and bytes per kind.
 
     ``pending`` counts unreachable data objects kept because they are still within the grace
-    period; ``objects`` lists the ids of the data objects deleted (tombstoned and orphans; not
-    in :meth:`to_json`, which stays one line however many there are)."""
+    period or younger than the minimum orphan age; ``held`` counts data objects that some
+    commit deleted but that retained history still reaches (a vacate before ``release_before``
+    releases them); ``objects`` lists the ids of the data objects deleted (tombstoned and
+    orphans; not in :meth:`to_json`, which stays one line however many there are)."""
 
     dry_run: bool
     now: datetime
@@ -89,6 +122,9 @@ class CleanupResult:
     temp_files_bytes: int = 0
     pending: int = 0
     pending_bytes: int = 0
+    held: int = 0
+    held_bytes: int = 0
+    release_before: datetime | None = None
     objects: tuple[str, ...] = ()
 
     _KINDS: ClassVar[tuple[str, ...]] = (
@@ -115,10 +151,12 @@ class CleanupResult:
             "dry_run": self.dry_run,
             "now": to_iso(self.now),
             "grace_seconds": self.grace.total_seconds(),
+            "min_orphan_age_seconds": MIN_ORPHAN_AGE.total_seconds(),
         }
         for f in fields(self):
-            if f.name not in ("dry_run", "now", "grace", "objects"):
+            if f.name not in ("dry_run", "now", "grace", "objects", "release_before"):
                 out[f.name] = getattr(self, f.name)
+        out["release_before"] = to_iso(self.release_before) if self.release_before else None
         out["files"] = self.files
         out["bytes"] = self.bytes
         return out
@@ -137,11 +175,15 @@ class _Inventory:
 
 @dataclass
 class _History:
-    """Retained commits, the tails whose snapshots count, and everything they reach."""
+    """Retained commits, the tails whose snapshots count, everything they reach, what staged
+    work holds, and what every branch tip shows live."""
 
     retained: dict[str, Commit] = field(default_factory=dict)
     tails: set[str] = field(default_factory=set)
     reachable: set[str] = field(default_factory=set)
+    staged: set[str] = field(default_factory=set)
+    live: set[str] = field(default_factory=set)
+    head: int = -1
 
 
 def _mtime(info: ObjectInfo) -> datetime:
@@ -219,7 +261,7 @@ def _walk(
     pool: Pool, state: Mapping[str, Any], known: dict[str, Commit], history: _History
 ) -> None:
     """Add to ``history`` the commits each branch of journal ``state`` retains: from the tip back
-    to the first tail (of any branch) on its line, or to the root.
+    to the first tail (of any branch) on its line, or to the root; and what each tip shows live.
 
     Stopping at a tail, not at a date, matters: a commit that lands just after a vacate can
     carry a date before the vacate time, and it is still a branch tip. A retained commit whose
@@ -227,6 +269,8 @@ def _walk(
     stops = {v for k, v in state.items() if k.startswith(TAIL_PREFIX) and v}
     tips = [v for k, v in state.items() if not k.startswith("@") and v]
     for tip in tips:
+        if tip not in history.retained:
+            history.live.update(pool.snapshot(tip).objects)
         commit_id: str | None = tip
         while commit_id is not None and commit_id not in history.retained:
             commit = known.get(commit_id) or pool.read_commit(commit_id)
@@ -241,15 +285,26 @@ def _walk(
             commit_id = commit.parent
 
 
-def _references(known: Mapping[str, Commit]) -> dict[str, datetime]:
-    """Object id → date of the latest known commit that adds or deletes it."""
-    refs: dict[str, datetime] = {}
-    for commit in known.values():
-        for oid in [*(o.id for o in commit.adds()), *commit.deletes()]:
-            seen = refs.get(oid)
-            if seen is None or commit.date > seen:
-                refs[oid] = commit.date
-    return refs
+def _read_history(pool: Pool, known: dict[str, Commit], history: _History) -> None:
+    """Staging, then the journal (the order the module docstring's argument needs), into
+    ``history``; the journal is walked again only if it moved since the last read."""
+    history.staged.update(o.id for s in list_staged(pool) for o in s.objects)
+    head = pool.journal.read_head()
+    if head.n != history.head:
+        _walk(pool, head.state, known, history)
+        history.head = head.n
+
+
+def _landed(known: Mapping[str, Commit], history: _History) -> set[str]:
+    """Commits known to have landed: the retained ones and the ancestors of every tail. Any
+    other commit object may be a race loser or a commit still on its way to the journal."""
+    landed = set(history.retained)
+    for tail in history.tails:
+        parent = history.retained[tail].parent
+        while parent is not None and parent in known and parent not in landed:
+            landed.add(parent)
+            parent = known[parent].parent
+    return landed
 
 
 def _mentions(commit: Commit) -> list[str]:
@@ -261,11 +316,16 @@ class _Plan:
     tombstoned: list[ObjectInfo] = field(default_factory=list)
     orphans: list[ObjectInfo] = field(default_factory=list)
     pending: list[ObjectInfo] = field(default_factory=list)
+    held: list[ObjectInfo] = field(default_factory=list)
+    release_before: datetime | None = None
     objects: list[str] = field(default_factory=list)
     snapshots: list[ObjectInfo] = field(default_factory=list)
     commits: list[ObjectInfo] = field(default_factory=list)
     entries: list[ObjectInfo] = field(default_factory=list)
     temps: list[ObjectInfo] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.objects or self.commits or self.snapshots or self.entries or self.temps)
 
 
 def _plan(
@@ -274,20 +334,45 @@ def _plan(
     history: _History,
     journal_tail: int,
     cutoff: datetime,
+    orphan_cutoff: datetime,
 ) -> _Plan:
+    """Decide what goes (pure). ``cutoff`` is now minus the grace period; ``orphan_cutoff`` is
+    the earlier of it and now minus the minimum orphan age."""
     plan = _Plan()
-    refs = _references(known)
+    landed = _landed(known, history)
+    refs: dict[str, datetime] = {}  # object id → date of the latest commit mentioning it
+    settled_refs: set[str] = set()  # deleted by some commit, or mentioned by a landed one
+    for commit in known.values():
+        for oid in _mentions(commit):
+            seen = refs.get(oid)
+            if seen is None or commit.date > seen:
+                refs[oid] = commit.date
+        settled_refs.update(commit.deletes())
+        if commit.id in landed:
+            settled_refs.update(o.id for o in commit.adds())
+
+    keep = history.reachable | history.staged
     gone: set[str] = set()
     for oid, info in sorted(inv.data.items()):
-        if oid in history.reachable:
+        if oid in keep:
             continue
         age_from = _latest(_mtime(info), _id_time(oid), refs.get(oid))
-        if age_from > cutoff:
+        if age_from > (cutoff if oid in settled_refs else orphan_cutoff):
             plan.pending.append(info)
             continue
         (plan.tombstoned if oid in refs else plan.orphans).append(info)
         plan.objects.append(oid)
         gone.add(oid)
+
+    # Deleted by a commit, not live on any branch, but still reached by retained history: only
+    # a vacate releases these. A vacate at or after the latest retained commit deleting one of
+    # them releases them all.
+    held = {oid for oid in history.reachable - history.live - history.staged if oid in inv.data}
+    for commit in history.retained.values():
+        hit = held.intersection(commit.deletes())
+        if hit and (plan.release_before is None or commit.date > plan.release_before):
+            plan.release_before = commit.date
+    plan.held = [inv.data[oid] for oid in sorted(held)]
 
     # Metadata a retained commit's fast opening path names: its cached-snapshot base and the
     # commits of its chain (below the tail these are the same for every retained commit).
@@ -309,24 +394,27 @@ def _plan(
     for cid, info in sorted(inv.commits.items()):
         if cid in history.retained or cid in pinned_commits:
             continue
-        commit = known.get(cid)
-        if commit is None:
+        found = known.get(cid)
+        if found is None:
             continue  # unreadable: never delete what we could not read
-        if _latest(_mtime(info), _id_time(cid), commit.date) > cutoff or not settled(commit):
+        limit = cutoff if cid in landed else orphan_cutoff
+        if _latest(_mtime(info), _id_time(cid), found.date) > limit or not settled(found):
             continue
         plan.commits.append(info)
         reclaimed.add(cid)
     for cid, info in sorted(inv.snaps.items()):
         if cid in history.retained or cid in pinned_snaps:
             continue
+        # A snapshot without its commit object may be one written just before it (a commit
+        # caching its snapshot lands the .snap first): an orphan by age only.
         if cid in reclaimed or (
-            cid not in inv.commits and _latest(_mtime(info), _id_time(cid)) <= cutoff
+            cid not in inv.commits and _latest(_mtime(info), _id_time(cid)) <= orphan_cutoff
         ):
             plan.snapshots.append(info)
 
     # Entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is stale.
     plan.entries = [info for n, info in sorted(inv.entries.items()) if n < journal_tail - 1]
-    plan.temps = [info for info in inv.temps if _mtime(info) <= cutoff]
+    plan.temps = [info for info in inv.temps if _mtime(info) <= orphan_cutoff]
     return plan
 
 
@@ -337,45 +425,50 @@ def cleanup(
     dry_run: bool = False,
     guard: Callable[[], None] | None = None,
     now: datetime | None = None,
+    delete_keys: KeyDeleter | None = None,
 ) -> CleanupResult:
     """Delete tombstoned and orphaned data past ``grace``, and the metadata of history no branch
-    retains; see the module docstring. ``now`` defaults to the pool's clock. With ``dry_run``
-    nothing is deleted and the result reports what would be. ``guard`` (the maintenance lock's
-    ``check``) runs right before the first delete; if it raises, nothing is deleted."""
+    retains; see the module docstring. Unreferenced files also wait out the minimum orphan age
+    (:data:`~lake_core.inflight.MIN_ORPHAN_AGE`), whatever ``grace`` is. ``now`` defaults to the
+    pool's clock. With ``dry_run`` nothing is deleted and the result reports what would be.
+    ``guard`` (the maintenance lock's ``check``) runs right before the first delete; if it
+    raises, nothing is deleted. ``delete_keys`` deletes a batch of keys (default: the store's
+    ``delete_many``; the Spark path spreads them over tasks)."""
     if grace < timedelta(0):
         raise UsageError(f"grace period must not be negative, not {grace}")
     now = now or pool.clock.now()
     if now.tzinfo is None:
         now = now.replace(tzinfo=UTC)  # naive times are UTC, as everywhere in the lake
     cutoff = now - grace
+    orphan_cutoff = min(cutoff, now - MIN_ORPHAN_AGE)
 
-    # Staging before the journal: work committed from staging meanwhile is in the journal.
-    staged = {o.id for s in list_staged(pool) for o in s.objects}
+    # List first; staging and the journal are read only afterwards (module docstring, 1.).
     inv = _inventory(pool)
     known = _read_commits(pool, inv.commits)
-    history = _History(reachable=set(staged))
-    head = pool.journal.read_head()
     journal_tail = pool.journal.read_tail()
-    _walk(pool, head.state, known, history)
-    # Commits that landed while we listed and read are walked too; what they reach is kept.
-    # What lands after this read is younger than the grace period.
-    latest = pool.journal.read_head()
-    if latest.n != head.n:
-        _walk(pool, latest.state, known, history)
-
-    plan = _plan(inv, known, history, journal_tail, cutoff)
-    if not dry_run and (
-        plan.objects or plan.commits or plan.snapshots or plan.entries or plan.temps
-    ):
-        if guard is not None:
+    history = _History()
+    _read_history(pool, known, history)
+    plan = _plan(inv, known, history, journal_tail, cutoff, orphan_cutoff)
+    if not plan.empty():
+        if not dry_run and guard is not None:
             guard()
+        # Re-read staging and the journal right before deleting: whatever landed while we
+        # planned is kept. (Dry runs re-read too, so they report what a real run would do.)
+        _read_history(pool, known, history)
+        plan = _plan(inv, known, history, journal_tail, cutoff, orphan_cutoff)
+    if not dry_run and not plan.empty():
         store = pool.store
+        delete = delete_keys or store.delete_many
         # Data first: if we die midway, the commits that date the remaining tombstones are
         # still there for the next run.
-        store.delete_many([data_key(pool.id, oid) for oid in plan.objects])
-        store.delete_many([i.key for i in plan.snapshots])
-        store.delete_many([i.key for i in plan.commits])
-        store.delete_many([i.key for i in plan.entries])
+        for keys in (
+            [data_key(pool.id, oid) for oid in plan.objects],
+            [i.key for i in plan.snapshots],
+            [i.key for i in plan.commits],
+            [i.key for i in plan.entries],
+        ):
+            if keys:
+                delete(keys)
         for info in plan.temps:
             store.delete(info.key)
 
@@ -400,8 +493,11 @@ def cleanup(
         temp_files_bytes=size(plan.temps),
         pending=len(plan.pending),
         pending_bytes=size(plan.pending),
+        held=len(plan.held),
+        held_bytes=size(plan.held),
+        release_before=plan.release_before,
         objects=tuple(plan.objects),
     )
 
 
-__all__ = ["CleanupResult", "cleanup"]
+__all__ = ["CleanupResult", "KeyDeleter", "cleanup"]
