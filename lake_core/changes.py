@@ -31,13 +31,14 @@ from lake_core.errors import (
     UsageError,
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
-from lake_core.history import ObjectChange, Plan, plan_onto
+from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto
 from lake_core.ingest.schema import unify_schema
 from lake_core.maintenance.policy import key_lt, span
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.pool import MAIN, Pool
 from lake_core.reader import open_object
 from lake_core.scan import _conform, object_stats
+from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
 
@@ -344,12 +345,14 @@ def merge(
     """Apply ``source``'s changes since the merge base to ``into`` in one commit, at the level
     of rows where compaction rewrote objects on either side (see :mod:`lake_core.history`).
 
-    A conflict is a row ``source`` removed (deleted, or replaced) that ``into`` no longer
-    holds either: both sides changed the same rows. It fails with CommitConflictError naming
-    the rows' key range and both sides' commits, unless ``resolve`` says which side wins for
-    those rows: ``theirs`` applies the source's change (its additions land; the removal is
-    already done), ``ours`` keeps the target's version (the source's additions of those keys
-    are left out). Everything else merges either way."""
+    Three-way, per distinct row (see :func:`lake_core.history.plan_merge`): a row only one
+    side changed takes that side's version; a row both changed the same way (both deleted
+    it, both restored it) is kept once; a row both changed differently (e.g. of two copies,
+    the source deleted one and the target both) is a conflict. A conflict fails with
+    CommitConflictError naming the rows' key range and a commit on each side, and nothing is
+    committed, unless ``resolve`` says which side wins for those rows: ``theirs`` (the
+    source's count of each contested row) or ``ours`` (the target's). Compaction on either
+    side never conflicts: it changes no rows."""
     if source == into:
         raise UsageError("cannot merge a branch into itself")
     if resolve not in (None, "ours", "theirs"):
@@ -360,16 +363,13 @@ def merge(
     base_snap = pool.snapshot(base)
     src = pool.snapshot(src_tip)
     dst = pool.snapshot(dst_tip)
-    change = ObjectChange(
-        removed=tuple(o for i, o in base_snap.objects.items() if i not in src.objects),
-        added=tuple(o for i, o in src.objects.items() if i not in base_snap.objects),
-    )
-    if not change.removed and not change.added:
+    theirs = _change(base_snap, src)
+    if not theirs.removed and not theirs.added:
         raise EmptyTransactionError(f"{source} has nothing to merge into {into}")
-    schema = _union(dst.schema, src.schema)
-    plan = plan_onto(pool, change, dst, schema, ours=resolve == "ours")
-    if plan.missing is not None and resolve is None:
-        raise _conflict(pool, plan.missing, source, src_tip, into, dst_tip, base)
+    schema = _union(_union(dst.schema, src.schema), base_snap.schema)
+    plan, conflicting = plan_merge(pool, theirs, _change(base_snap, dst), dst, schema, resolve)
+    if conflicting is not None:
+        raise _conflict(pool, conflicting, source, src_tip, into, dst_tip, base)
     if plan.empty:
         raise EmptyTransactionError(f"{source} has nothing to merge into {into}")
     return _commit_plan(
@@ -381,6 +381,14 @@ def merge(
         message=message or f"merged {source} into {into}",
         schema=src.schema,
         extra={"merge_source": src_tip},
+    )
+
+
+def _change(before: Snapshot, after: Snapshot) -> ObjectChange:
+    """What changed between two snapshots of one pool, as objects."""
+    return ObjectChange(
+        removed=tuple(o for i, o in before.objects.items() if i not in after.objects),
+        added=tuple(o for i, o in after.objects.items() if i not in before.objects),
     )
 
 

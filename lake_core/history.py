@@ -30,13 +30,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lake_core.errors import CorruptObjectError
 from lake_core.maintenance.policy import TOP, key_lt, span
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.reader import open_object
-from lake_core.rowsets import cancel, pair_rows
+from lake_core.rowsets import cancel, group_rows, pair_rows
 from lake_core.scan import _conform
 from lake_core.snapshot import Snapshot
 
@@ -239,3 +241,92 @@ def _plan_removal(
             plan.tables.append((keep_columns(keep, fields, obj.columns), obj.partition))
         remaining = remaining.filter(pc.invert(pairing.right_mask(remaining.num_rows)))
     plan.missing = remaining if remaining.num_rows else None
+
+
+def plan_merge(
+    pool: Pool,
+    theirs: ObjectChange,
+    ours: ObjectChange,
+    target: Snapshot,
+    schema: pa.Schema,
+    resolve: str | None = None,
+) -> tuple[Plan, pa.Table | None]:
+    """Plan a three-way merge: ``theirs`` (the source's change since the merge base) onto
+    ``target``, whose own change since the base is ``ours``. Returns the plan and the
+    conflicting rows (None when there are none, or ``resolve`` settled them).
+
+    The rule, per distinct row value (its count in the base b, in the source s, in the target
+    t), is git's per line: s = b → keep t; t = b → take s; s = t → both made the same change,
+    keep it once; otherwise both changed that row differently — a conflict, which ``resolve``
+    settles as ``theirs`` (count s) or ``ours`` (count t). Only counts' *differences* from
+    the base are needed, and those come from each side's changed objects (a rewrite that kept
+    a row cancels out), so layout-only commits on either side never matter.
+
+    A key range of the source's change that the target did not touch since the base (no
+    object of ``ours`` meets it) applies by object id without reading anything."""
+    fields = pool.config.key.fields
+    plan = Plan()
+    our_spans = [span(o, fields) for o in (*ours.removed, *ours.added)]
+    removed_ids = {o.id for o in theirs.removed}
+    by_rows: list[list[ObjectMeta]] = []
+    for comp in _components([*theirs.removed, *theirs.added], fields):
+        spans = [span(o, fields) for o in comp]
+        if any(_overlaps(a, b) for a in our_spans for b in spans):
+            by_rows.append(comp)
+            continue
+        gone = [o for o in comp if o.id in removed_ids]
+        new = [o for o in comp if o.id not in removed_ids]
+        plan.deletes += [o.id for o in gone]
+        plan.adds += new
+        plan.rows_removed += sum(o.count for o in gone)
+        plan.rows_added += sum(o.count for o in new)
+    if not by_rows:
+        return plan, None
+    plan.by_rows = True
+    spans = [span(o, fields) for comp in by_rows for o in comp]
+
+    def meets(o: ObjectMeta) -> bool:
+        return any(_overlaps(span(o, fields), s) for s in spans)
+
+    members = [o for comp in by_rows for o in comp]
+    tables = [
+        read_rows(pool, [o for o in members if o.id in removed_ids], schema),
+        read_rows(pool, [o for o in members if o.id not in removed_ids], schema),
+        read_rows(pool, [o for o in ours.removed if meets(o)], schema),
+        read_rows(pool, [o for o in ours.added if meets(o)], schema),
+    ]
+    groups = group_rows(tables)
+    n = 1 + max((int(g.max()) for g in groups if len(g)), default=-1)
+    counts = [np.bincount(g, minlength=n) for g in groups]
+    d_theirs = counts[1] - counts[0]
+    d_ours = counts[3] - counts[2]
+    touched = d_theirs != 0
+    conflict = touched & (d_ours != 0) & (d_ours != d_theirs)
+    delta = np.where(touched & (d_ours == 0), d_theirs, 0)
+    if resolve == "theirs":
+        delta = np.where(conflict, d_theirs - d_ours, delta)
+    every = pa.concat_tables(tables)
+    first = np.full(n, -1, dtype=np.int64)
+    flat = np.concatenate(groups)
+    first[flat[::-1]] = np.arange(len(flat) - 1, -1, -1)  # first occurrence of each value
+
+    def copies(mask: np.ndarray, how_many: np.ndarray) -> pa.Table:
+        ids = np.nonzero(mask)[0]
+        return every.take(pa.array(np.repeat(first[ids], how_many[ids]), pa.int64()))
+
+    conflicting = copies(conflict, np.ones(n, dtype=np.int64)) if conflict.any() else None
+    if conflicting is not None and resolve is None:
+        return plan, conflicting
+    to_remove = copies(delta < 0, -delta)
+    to_add = copies(delta > 0, delta)
+    if to_remove.num_rows:
+        _plan_removal(pool, plan, target, to_remove, spans, schema, fields)
+        if plan.missing is not None:
+            raise CorruptObjectError(
+                f"pools/{pool.id}",
+                f"merge expected {plan.missing.num_rows} row(s) on the target that are not there",
+            )
+    if to_add.num_rows:
+        plan.tables.append((keep_columns(to_add, fields, None), None))
+        plan.rows_added += to_add.num_rows
+    return plan, None

@@ -102,3 +102,45 @@ def cancel(removed: pa.Table, added: pa.Table) -> tuple[pa.Table, pa.Table]:
         removed.filter(pc.invert(pairing.left_mask(removed.num_rows))),
         added.filter(pc.invert(pairing.right_mask(added.num_rows))),
     )
+
+
+_TABLE = "__lakepool_table__"
+_GROUP = "__lakepool_group__"
+
+
+def group_rows(tables: list[pa.Table]) -> list[np.ndarray]:
+    """For each table (same columns and types), the id of each row's value: equal rows get
+    the same id across all tables, different rows different ids (ids are dense from 0)."""
+    sizes = [t.num_rows for t in tables]
+    out = [np.zeros(n, dtype=np.int64) for n in sizes]
+    if sum(sizes) == 0:
+        return out
+    import duckdb
+
+    names = tables[0].schema.names
+    parts = []
+    for i, t in enumerate(tables):
+        if t.schema.names != names:
+            raise ValueError("group_rows needs tables with the same columns")
+        parts.append(
+            t.append_column(_TABLE, pa.array(np.full(t.num_rows, i, dtype=np.int64))).append_column(
+                _LEFT, pa.array(np.arange(t.num_rows, dtype=np.int64))
+            )
+        )
+    cols = ", ".join(_quote(n) for n in names)
+    con = duckdb.connect()
+    try:
+        con.register("rows_in", pa.concat_tables(parts))
+        res = con.sql(
+            f"SELECT {_TABLE}, {_LEFT}, dense_rank() OVER (ORDER BY {cols}) - 1 AS {_GROUP} "
+            "FROM rows_in"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    which = res.column(0).to_numpy()
+    pos = res.column(1).to_numpy()
+    group = res.column(2).to_numpy().astype(np.int64)
+    for i in range(len(tables)):
+        sel = which == i
+        out[i][pos[sel]] = group[sel]
+    return out

@@ -104,31 +104,48 @@ def test_merge_after_compaction_on_both_sides(lake: Lake) -> None:
         merge(pool, "dev", "main")
 
 
-def test_true_conflict_names_key_range_and_commits_and_sides_resolve(lake: Lake) -> None:
+def test_same_rows_changed_on_both_sides_merge_once(lake: Lake) -> None:
+    """dev replaces row 2 and main deletes rows 2 and 3, then compacts: deleting row 2 is
+    the same change on both sides (no conflict); dev's new rows land."""
     pool = lake.create_pool("p", "id:asc")
     load(pool, [pa.table({"id": [1, 2, 3, 4], "v": ["a", "b", "c", "d"]})])
     pool.create_branch("dev")
-    # dev replaces row 2 (delete + load of a new version); main deletes row 2 too.
-    d1 = delete_where(pool, "id = 2", "dev")
+    delete_where(pool, "id = 2", "dev")
     load(pool, [pa.table({"id": [2, 10], "v": ["dev", "new"]})], "dev")
-    d2 = delete_where(pool, "id BETWEEN 2 AND 3", "main")
+    delete_where(pool, "id BETWEEN 2 AND 3", "main")
     compact(pool)
-    tip = pool.tip()
-    with pytest.raises(CommitConflictError) as e:
-        merge(pool, "dev", "main")
-    msg = str(e.value)
-    assert "id 2" in msg and d1.id in msg and d2.id in msg and "--theirs" in msg
-    assert pool.tip() == tip  # nothing committed
-    pool.create_branch("try-ours", "main")
-    merge(pool, "dev", "try-ours", resolve="ours")
-    assert sorted(pool.read("try-ours").column("id").to_pylist()) == [1, 4, 10]
-    merge(pool, "dev", "main", resolve="theirs")
+    merge(pool, "dev", "main")
     assert sorted(pool.read().to_pylist(), key=lambda r: r["id"]) == [
         {"id": 1, "v": "a"},
         {"id": 2, "v": "dev"},
         {"id": 4, "v": "d"},
         {"id": 10, "v": "new"},
     ]
+
+
+def test_true_conflict_names_key_range_and_commits_and_sides_resolve(lake: Lake) -> None:
+    """Of two copies of a row, dev deletes one (by object) and main both (by predicate):
+    both changed the same row differently."""
+    pool = lake.create_pool("p", "id:asc")
+    load(pool, [pa.table({"id": [1, 5], "v": ["a", "x"]})])
+    copy = load(pool, [pa.table({"id": [5], "v": ["x"]})]).adds()[0]
+    load(pool, [pa.table({"id": [9], "v": ["z"]})])
+    pool.create_branch("dev")
+    d1 = delete_objects(pool, [copy.id], "dev")
+    load(pool, [pa.table({"id": [20], "v": ["dev"]})], "dev")
+    d2 = delete_where(pool, "id = 5", "main")
+    compact(pool)
+    tip = pool.tip()
+    with pytest.raises(CommitConflictError) as e:
+        merge(pool, "dev", "main")
+    msg = str(e.value)
+    assert "1 row(s) with id 5" in msg and d1.id in msg and d2.id in msg and "--theirs" in msg
+    assert pool.tip() == tip  # nothing committed
+    pool.create_branch("try-ours", "main")
+    merge(pool, "dev", "try-ours", resolve="ours")
+    assert sorted(pool.read("try-ours").column("id").to_pylist()) == [1, 9, 20]
+    merge(pool, "dev", "main", resolve="theirs")
+    assert sorted(pool.read().column("id").to_pylist()) == [1, 5, 9, 20]
 
 
 def test_revert_of_merge(lake: Lake) -> None:

@@ -215,10 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
         "merge branch SOURCE into TARGET in one commit (row-correct after compaction)",
         "  lake merge -p logs dev --into main\n"
         "  lake merge -p logs dev --into main --theirs   # dev's version of contested rows\n"
-        "\nA conflict is a row both branches changed (e.g. both deleted it); the error names\n"
-        "the rows' key range and a commit on each side. --theirs applies the source's change\n"
-        "to those rows, --ours keeps the target's (the source's rows with those keys are\n"
-        "left out). Compaction on either side is never a conflict.\n",
+        "\nThree-way by rows: a row only one branch changed takes that branch's version; a\n"
+        "row both changed the same way (both deleted it) is kept once; a row both changed\n"
+        "differently (of two copies, one branch deleted one and the other both) is a\n"
+        "conflict: the error names the rows' key range and a commit on each side, and\n"
+        "nothing is committed. --theirs takes the source's version of those rows, --ours\n"
+        "the target's. Compaction on either side is never a conflict.\n",
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL")
     sp.add_argument("source", metavar="SOURCE")
