@@ -30,15 +30,20 @@ SYSTEM_CLOCK = SystemClock()
 
 def to_iso(dt: datetime) -> str:
     """ISO 8601 UTC with microseconds and a ``Z``: the one way the lake prints a timestamp."""
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    u = dt.astimezone(UTC)
+    return f"{u.year:04d}-" + u.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(text: str) -> datetime:
-    """Parse an ISO 8601 time; naive times are taken as UTC. Raises ValueError."""
+    """Parse an ISO 8601 time; naive times are taken as UTC. Raises ValueError (also for a
+    time that is out of range once converted to UTC, e.g. year 9999 west of Greenwich)."""
     s = text.strip()
     if s.endswith(("Z", "z")):
         s = s[:-1] + "+00:00"
     dt = datetime.fromisoformat(s)
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
+    try:
+        return dt.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"time {text!r} is out of range") from None

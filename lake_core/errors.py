@@ -61,6 +61,21 @@ class BranchNotFoundError(NotFoundError):
         super().__init__("branch", name, detail)
 
 
+class NoCommitAtTimeError(NotFoundError):
+    """``--as-of`` a time before the branch's first commit (or before the branch existed)."""
+
+    def __init__(self, branch: str, when: str) -> None:
+        LakeError.__init__(self, branch, when)
+        self.kind = "commit"
+        self.name = branch
+        self.detail = when
+        self.branch = branch
+        self.when = when
+
+    def __str__(self) -> str:
+        return f"no commit on {self.branch} at or before {self.when}"
+
+
 class AlreadyExistsError(LakeError, FileExistsError):
     """Something that must be new (a lake, a pool, a branch) already exists."""
 

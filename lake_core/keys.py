@@ -33,7 +33,12 @@ class PoolKey:
 
     @classmethod
     def parse(cls, text: str) -> PoolKey:
-        """``KEY[,KEY…][:asc|:desc]``, as ``lake create --orderby`` takes it (default desc)."""
+        """``KEY[,KEY…][:asc|:desc]``, as ``lake create --orderby`` takes it (default desc).
+
+        Key field names follow the name rules (:func:`~lake_core.names.validate_name`: not
+        empty, at most 64 bytes, no whitespace, control characters, ``.``, ``@`` or ``/``;
+        ``,`` and ``:`` separate fields and the order) and are distinct. A key field may be
+        missing from the data: such records have a null key."""
         spec, colon, order = text.partition(":")
         order = order.strip().lower() if colon else "desc"
         if order not in ORDERS:
@@ -41,6 +46,9 @@ class PoolKey:
         fields = tuple(f.strip() for f in spec.split(","))
         for f in fields:
             validate_name(f, "key field")
+        dup = next((f for i, f in enumerate(fields) if f in fields[:i]), None)
+        if dup is not None:
+            raise UsageError(f"--orderby names key field {dup!r} twice")
         return cls(fields, order)
 
     def __str__(self) -> str:

@@ -45,6 +45,7 @@ from lake_core.errors import (
     CorruptObjectError,
     EmptyTransactionError,
     HistoryVacatedError,
+    NoCommitAtTimeError,
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -61,6 +62,7 @@ from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot, apply, check_actions
 from lake_core.stores.base import ObjectStore
+from lake_core.vacated import read_vacated
 
 MAIN = "main"
 #: Journal-table names that are not branches start with "@" (invalid in branch names):
@@ -167,28 +169,45 @@ class Pool:
         return branches[branch]
 
     def resolve(self, ref: str | None = None, as_of: datetime | None = None) -> str | None:
-        """A branch name or commit id → commit id. ``as_of`` goes with a branch only."""
+        """A branch name or commit id → commit id. ``as_of`` goes with a branch only: the
+        branch's tip at that time, or NoCommitAtTimeError when it had no commit then.
+
+        A commit id that is not found is HistoryVacatedError when a vacate recorded it as cut
+        (cleanup may have reclaimed it since), else NotFoundError: an id that never existed is
+        "not found" whatever its KSUID time."""
         ref = ref or MAIN
         branches = self.branches(as_of)
         if ref in branches:
-            return branches[ref]
+            tip = branches[ref]
+            if tip is None and as_of is not None:
+                raise NoCommitAtTimeError(ref, to_iso(as_of))
+            return tip
         if is_ksuid(ref):
             if as_of is not None:
                 raise UsageError("--as-of goes with a branch, not with a commit id")
             try:
                 commit = self.read_commit(ref)
             except NotFoundError:
-                # Cleanup reclaims vacated commits: a missing id minted before the cut was
-                # vacated, not mistyped (KSUIDs carry their creation time).
-                when, _ = self.vacate_state()
-                if when is not None and ksuid_time(ref) < when:
-                    raise HistoryVacatedError(
-                        f"commit {ref} is older than the vacated history ({to_iso(when)})"
-                    ) from None
+                self._raise_if_vacated(ref)
                 raise
             self.check_not_vacated(commit)
             return ref
+        if as_of is not None and ref in self.branches():
+            raise NoCommitAtTimeError(ref, to_iso(as_of))
         raise BranchNotFoundError(ref, f"in pool {self.name}")
+
+    def _raise_if_vacated(self, commit_id: str) -> None:
+        """For a commit id whose object is gone: HistoryVacatedError if vacate cut it."""
+        when, _ = self.vacate_state()
+        if when is None:
+            return
+        cut = read_vacated(self.store, self.id)
+        # Lakes vacated before vacate kept records: judge by the time the KSUID carries.
+        vacated = commit_id in cut if cut is not None else ksuid_time(commit_id) < when
+        if vacated:
+            raise HistoryVacatedError(
+                f"commit {commit_id} is older than the vacated history ({to_iso(when)})"
+            )
 
     def create_branch(self, name: str, from_ref: str | None = None) -> str | None:
         """New branch at ``from_ref`` (branch or commit; default main). Returns its tip."""

@@ -26,6 +26,10 @@ _POW = {
 }
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: Bounds that keep arithmetic on sizes and durations exact and in range (a timedelta cannot
+#: exceed 999,999,999 days; ``now - grace`` must stay after year 1).
+MAX_SIZE = 1024**5  # 1 PiB
+MAX_DURATION = timedelta(days=100 * 366)  # about 100 years
 
 
 def parse_size(text: str) -> int:
@@ -36,6 +40,8 @@ def parse_size(text: str) -> int:
     n = float(m.group(1)) * 1024 ** _POW[(m.group(2) or "").upper()]
     if n < 1:
         raise UsageError(f"invalid size {text!r}: must be at least 1 byte")
+    if n > MAX_SIZE:
+        raise UsageError(f"invalid size {text!r}: must be at most {format_size(MAX_SIZE)}")
     return int(n)
 
 
@@ -46,10 +52,10 @@ def parse_duration(text: str) -> timedelta:
     m = _DURATION.match(text)
     if not m:
         raise UsageError(f"invalid duration {text!r}: use e.g. 0, 90s, 15m, 2h, 7d")
-    try:
-        return timedelta(seconds=float(m.group(1)) * _SECONDS[m.group(2).lower()])
-    except OverflowError:
-        raise UsageError(f"invalid duration {text!r}: too long") from None
+    seconds = float(m.group(1)) * _SECONDS[m.group(2).lower()]
+    if seconds > MAX_DURATION.total_seconds():
+        raise UsageError(f"invalid duration {text!r}: must be at most {MAX_DURATION.days}d")
+    return timedelta(seconds=seconds)
 
 
 def format_size(n: int) -> str:

@@ -16,6 +16,7 @@ from lake_core.errors import (
     CommitConflictError,
     EmptyTransactionError,
     InvalidNameError,
+    NoCommitAtTimeError,
     NotFoundError,
     PoolNotFoundError,
     SchemaConflictError,
@@ -86,7 +87,8 @@ def test_load_log_time_travel_and_branches(lake: Lake) -> None:
     # As of a time between the two commits: the first.
     as_of = pool.journal.read_entry(2).ts
     assert pool.resolve("main", as_of) == c1.id
-    with pytest.raises(BranchNotFoundError):  # the pool did not exist yet
+    # The pool did not exist yet: no commit on main then (issue 19), not "branch not found".
+    with pytest.raises(NoCommitAtTimeError, match="no commit on main at or before 2000-01-01"):
         pool.resolve("main", datetime(2000, 1, 1, tzinfo=UTC))
     # Branch from the first commit, load there; main is untouched.
     pool.create_branch("dev", c1.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -16,9 +17,40 @@ from lake_core.errors import LakeError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line pointing at the help of the (sub)command that was misused."""
+
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"error: {message} (see `{self.prog} --help`)\n")
+        sys.stderr.write(f"error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; a word no parser knows is reported by the subcommand it was given to
+    (argparse itself blames the top-level parser for every leftover)."""
+    args, extras = parser.parse_known_args(argv)
+    if not extras:
+        return args
+    word = extras[0]
+    if word.startswith("-"):
+        what = f"unrecognized option {word}"
+    else:
+        what = f"unexpected argument {word!r}"
+    before_command = args.command in argv and argv.index(word) < argv.index(args.command)
+    (parser if before_command else _innermost(parser, args)).error(what)
+
+
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The deepest subcommand parser ``args`` went through (``lake catalog ls`` → its own)."""
+    current = parser
+    while True:
+        subs = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        found = subs[0].choices.get(name) if subs and name else None
+        if not isinstance(found, argparse.ArgumentParser):
+            return current
+        current = found
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -28,6 +60,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def build_parser() -> argparse.ArgumentParser:
     from lake_core.cli import catalog_commands as cc
     from lake_core.cli import commands as c
+    from lake_core.cli.inspect_commands import add_inspect_commands
 
     p = _Parser(
         prog="lake",
@@ -276,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("commit", metavar="COMMIT-ID")
     commit_flags(sp)
     _add_maintenance(cmd)
+    add_inspect_commands(cmd)
     cc.add_catalog_commands(sub, cmd)
     return p
 
@@ -387,9 +421,22 @@ def _spark_flags(sp: argparse.ArgumentParser, local: Any, name: str) -> None:
     sp.set_defaults(func=run)
 
 
+def _quiet_libraries() -> None:
+    """Libraries that log (kazoo retries a dead ZooKeeper with a warning per attempt) would
+    print through logging's last-resort handler: on the CLI their failure reaches the user as
+    the one ``error:`` line instead. A NullHandler on their logger keeps the last resort out
+    without touching the root logger an embedding application may have configured."""
+    for name in ("kazoo",):
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_libraries()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     try:
         result = args.func(args)
         return int(result or 0)

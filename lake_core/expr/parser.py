@@ -184,6 +184,10 @@ def parse_date(text: str) -> date | None:
         return None
 
 
+#: How deep '(' and NOT may nest in one predicate.
+MAX_NESTING = 100
+
+
 class _Parser:
     """One pass over the token list; each ``_parse_*`` method owns one grammar rule."""
 
@@ -191,6 +195,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.index = 0
+        self.depth = 0
 
     # -- token helpers -------------------------------------------------------------------
 
@@ -254,16 +259,31 @@ class _Parser:
             expr = And(expr, self._parse_not())
         return expr
 
+    def _nest(self) -> None:
+        """Count one level of '(' or NOT; refuse to go deeper than MAX_NESTING (the parser and
+        every walk over the tree recurse once per level)."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise ExpressionError(
+                f"expression nested deeper than {MAX_NESTING} levels {_at(self.current.pos)}",
+                self.current.pos + 1,
+            )
+
     def _parse_not(self) -> Expr:
         if self.at_word("NOT"):
             self.advance()
-            return Not(self._parse_not())
+            self._nest()
+            expr: Expr = Not(self._parse_not())
+            self.depth -= 1
+            return expr
         return self._parse_primary()
 
     def _parse_primary(self) -> Expr:
         if self.kind() == "(":
             opening = self.advance()
+            self._nest()
             expr = self._parse_or()
+            self.depth -= 1
             if self.kind() != ")":
                 raise self.fail("')'", hint=f"to close the '(' {_at(opening.pos)}")
             self.advance()

@@ -26,6 +26,8 @@ ARROW_FILE_MAGIC: Final = b"ARROW1"
 # marker (format >= 0.15); older streams start directly with the int32 length.
 ARROW_STREAM_CONTINUATION: Final = b"\xff\xff\xff\xff"
 GZIP_MAGIC: Final = b"\x1f\x8b"
+#: A zip archive's local file header (or the end record of an empty archive).
+ZIP_MAGICS: Final = (b"PK\x03\x04", b"PK\x05\x06")
 
 _EXTENSIONS: Final[dict[str, str]] = {
     ".ndjson": "ndjson",
@@ -79,3 +81,8 @@ def format_from_content(head: bytes) -> str:
 def detect_format(name: str, head: bytes) -> str:
     """Name the format of an input: by extension first, then by content sniffing."""
     return format_from_name(name) or format_from_content(head)
+
+
+def is_zip(name: str, head: bytes) -> bool:
+    """Whether an input is a zip archive, by its ``.zip`` extension or its magic bytes."""
+    return PurePath(name).suffix.lower() == ".zip" or head.startswith(ZIP_MAGICS)

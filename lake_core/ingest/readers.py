@@ -41,7 +41,13 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from lake_core.errors import MalformedInputError, UsageError
-from lake_core.ingest.formats import FORMATS, GZIP_MAGIC, detect_format, format_from_content
+from lake_core.ingest.formats import (
+    FORMATS,
+    GZIP_MAGIC,
+    detect_format,
+    format_from_content,
+    is_zip,
+)
 from lake_core.ingest.types import INT64_MAX, coerce_text_timestamps, normalize_table
 
 _HEAD_SIZE: Final = 64 * 1024
@@ -65,13 +71,30 @@ def read_input(
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown input format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if isinstance(source, str | Path) and str(source) != "-":
-        return _read_path(Path(source), fmt, name or str(source))
-    stream = sys.stdin.buffer if isinstance(source, str | Path) else source
-    label = name or "stdin"
-    data = _gunzip(stream.read(), label)
-    chosen = fmt if fmt != "auto" else detect_format(name or "", data[:_HEAD_SIZE])
-    return _read_bytes(data, chosen, label)
+    label = name or ("stdin" if str(source) == "-" or not isinstance(source, str | Path) else "")
+    label = label or str(source)
+    try:
+        if isinstance(source, str | Path) and str(source) != "-":
+            return _read_path(Path(source), fmt, label)
+        stream = sys.stdin.buffer if isinstance(source, str | Path) else source
+        data = _gunzip(stream.read(), label)
+        _refuse_archive(name or "", data[:_HEAD_SIZE], label)
+        chosen = fmt if fmt != "auto" else detect_format(name or "", data[:_HEAD_SIZE])
+        return _read_bytes(data, chosen, label)
+    except RecursionError:
+        # The stdlib JSON parser and the type inference recurse once per nesting level; a
+        # record nested thousands deep is refused as input, not a crash.
+        raise MalformedInputError(label, "", "values nested too deeply") from None
+
+
+def _refuse_archive(name: str, head: bytes, label: str) -> None:
+    """Zip archives are not an input format: say so, naming the file, rather than failing
+    later as malformed CSV."""
+    if is_zip(name, head):
+        raise UsageError(
+            f"cannot read {label}: zip archives are not supported; unzip it and load the files "
+            "inside (gzip-compressed files are read directly)"
+        )
 
 
 def read_ndjson(data: bytes, source: str) -> pa.Table:
@@ -150,6 +173,7 @@ def _read_path(path: Path, fmt: str, label: str) -> pa.Table:
     try:
         with path.open("rb") as file:
             head = file.read(_HEAD_SIZE)
+            _refuse_archive(str(path), head, label)
             compressed = head.startswith(GZIP_MAGIC)
             chosen = fmt if fmt != "auto" or compressed else detect_format(str(path), head)
             if chosen in _BINARY_FORMATS and not compressed:

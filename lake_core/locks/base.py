@@ -65,6 +65,10 @@ def validate_lock_id(what: str, value: str) -> str:
     return value
 
 
+#: The longest lock wait accepted (a week): longer ones are mistakes, and infinite ones
+#: overflow deadline arithmetic.
+MAX_LOCK_TIMEOUT = 7 * 86400.0
+
 class LockHandle(abc.ABC):
     """One held lock, valid inside its ``with`` block. Used by one thread."""
 
@@ -115,8 +119,11 @@ class LockProvider(abc.ABC):
         validate_lock_id("pool id", pool_id)
         if kind not in ("maintenance", "journal"):
             raise UsageError(f"unknown lock kind {kind!r}")
-        if timeout is not None and timeout < 0:
-            raise UsageError(f"lock timeout must be >= 0 seconds, not {timeout}")
+        if timeout is not None and not 0 <= timeout <= MAX_LOCK_TIMEOUT:
+            # NaN fails both comparisons; inf and absurd values would overflow deadlines.
+            raise UsageError(
+                f"lock timeout must be between 0 and {MAX_LOCK_TIMEOUT:g} seconds, not {timeout}"
+            )
         return self._hold(pool_id, kind, timeout)
 
     def maintenance_lock(

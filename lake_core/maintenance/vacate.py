@@ -7,8 +7,9 @@ reachable only from the cut history becomes eligible for cleanup, which also rec
 commits, snapshots and journal entries (metadata must not grow without bound).
 
 Order of writes (each step safe if the process dies after it): cached snapshots of the tails
-(so they open without their ancestors), then the journal entry recording tails and time (the
-commit point), then the TAIL file.
+(so they open without their ancestors), the record of the commits cut (:mod:`lake_core.vacated`,
+so that once cleanup reclaims them a lookup still says "vacated", not "not found"), then the
+journal entry recording tails and time (the commit point), then the TAIL file.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 
 from lake_core.clock import to_iso
 from lake_core.commit import snapshot_key
-from lake_core.errors import ObjectExistsError
+from lake_core.errors import NotFoundError, ObjectExistsError
 from lake_core.pool import TAIL_PREFIX, VACATED, Pool
+from lake_core.vacated import write_vacated
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ def vacate(pool: Pool, before: datetime, guard: Any = None) -> VacateResult:
             )
         except ObjectExistsError:
             pass  # already cached; snapshots of a commit are identical
+    write_vacated(pool.store, pool.id, _cut_commits(pool, tails), pool.clock)
     entry = pool.journal.read_head()
     journal_tail = _last_entry_at_or_before(pool, before, entry.n)
 
@@ -75,6 +78,29 @@ def vacate(pool: Pool, before: datetime, guard: Any = None) -> VacateResult:
     if journal_tail > pool.journal.read_tail():
         pool.store.put(pool.journal.tail_key, str(journal_tail).encode("ascii"))
     return VacateResult(before, tails, journal_tail)
+
+
+def _cut_commits(pool: Pool, tails: dict[str, str | None]) -> set[str]:
+    """The commits a vacate to ``tails`` cuts that no earlier vacate recorded: the ancestors of
+    each new tail, down to and including the previous tail of any branch (whose ancestors the
+    previous vacate recorded) or to history cleanup has already reclaimed. Each commit is read
+    once in its life, by the first vacate that cuts it."""
+    _, old_tails = pool.vacate_state()
+    previous = {c for c in old_tails.values() if c is not None}
+    keep = {c for c in tails.values() if c is not None}
+    cut: set[str] = set()
+    for tail in keep:
+        commit_id = pool.read_commit(tail).parent
+        while commit_id is not None and commit_id not in cut and commit_id not in keep:
+            try:
+                commit = pool.read_commit(commit_id)
+            except NotFoundError:
+                break  # reclaimed by cleanup after an earlier vacate
+            cut.add(commit_id)
+            if commit_id in previous:
+                break
+            commit_id = commit.parent
+    return cut
 
 
 def _last_entry_at_or_before(pool: Pool, before: datetime, head: int) -> int:

@@ -1,0 +1,192 @@
+"""Bad input through the CLI: exactly one ``error:`` line on stderr, the contract's exit status,
+no traceback, no library noise, and nothing changed in the lake (issue 10 item 5)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lake_core.cli import main
+from lake_core.stores import open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def lake_state(uri: str) -> dict[str, bytes]:
+    """Every file of the lake with its bytes: equal before and after means nothing changed."""
+    store = open_store(uri)
+    return {info.key: store.get(info.key) for info in store.list("")}
+
+
+@pytest.fixture
+def loaded(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    assert run(capsys, "--lake", lake_uri, "init")[0] == 0
+    assert run(capsys, "--lake", lake_uri, "create", "p", "--orderby", "ts:asc")[0] == 0
+    f = tmp_path / "rows.ndjson"
+    f.write_text("".join(f'{{"ts": {i}, "v": "r{i}"}}\n' for i in range(5)))
+    assert run(capsys, "--lake", lake_uri, "load", "-p", "p", str(f))[0] == 0
+    return lake_uri
+
+
+def one_error(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def _deep_json(tmp_path: Path) -> list[str]:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 3000 + "]" * 3000)
+    return ["load", "-p", "p", str(deep)]
+
+
+def _deep_record(tmp_path: Path) -> list[str]:
+    deep = tmp_path / "deep.ndjson"
+    deep.write_text('{"ts": 1, "a": ' * 3000 + "1" + "}" * 3000 + "\n")
+    return ["load", "-p", "p", str(deep)]
+
+
+def _zip(tmp_path: Path) -> list[str]:
+    z = tmp_path / "rows.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("rows.ndjson", '{"ts": 9}\n')
+    return ["load", "-p", "p", str(z)]
+
+
+def _zip_no_extension(tmp_path: Path) -> list[str]:
+    z = tmp_path / "rows"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("rows.ndjson", '{"ts": 9}\n')
+    return ["load", "-p", "p", str(z)]
+
+
+CASES = {
+    # name: (argv builder, exit status, text the error line must contain)
+    "deep-json-array": (_deep_json, 1, "nested too deeply"),
+    "deep-json-record": (_deep_record, 1, "nested too deeply"),
+    "zip": (_zip, 2, "rows.zip: zip archives are not supported"),
+    "zip-by-content": (_zip_no_extension, 2, "zip archives are not supported"),
+    "900-parens-query": (
+        lambda _: ["query", "-p", "p", "--where", "(" * 900 + "ts = 1" + ")" * 900],
+        2,
+        "nested deeper than 100 levels",
+    ),
+    "900-parens-delete": (
+        lambda _: ["delete", "-p", "p", "--where", "(" * 900 + "ts = 1" + ")" * 900],
+        2,
+        "nested deeper than 100 levels",
+    ),
+    "deep-not": (
+        lambda _: ["query", "-p", "p", "--where", "NOT " * 900 + "ts = 1"],
+        2,
+        "nested deeper than 100 levels",
+    ),
+    "absurd-grace": (
+        lambda _: ["cleanup", "-p", "p", "--grace", "99999999999d"],
+        2,
+        "invalid duration '99999999999d'",
+    ),
+    "absurd-grace-seconds": (
+        lambda _: ["cleanup", "-p", "p", "--grace", "99999999999999999999s"],
+        2,
+        "invalid duration",
+    ),
+    "absurd-target-size": (
+        lambda _: ["create", "q", "--target-size", "99999999999999999999TB"],
+        2,
+        "invalid size",
+    ),
+    "absurd-time-west": (
+        lambda _: ["query", "-p", "p", "--as-of", "9999-12-31T23:59:59-05:00"],
+        2,
+        "invalid time",
+    ),
+    "absurd-time-east": (
+        lambda _: ["vacate", "-p", "p", "--before", "0001-01-01T00:00:00+05:00"],
+        2,
+        "invalid time",
+    ),
+    "infinite-lock-timeout": (
+        lambda _: ["compact", "-p", "p", "--lock-timeout", "1e400"],
+        2,
+        "lock timeout must be between 0 and",
+    ),
+    "nan-lock-timeout": (
+        lambda _: ["cleanup", "-p", "p", "--lock-timeout", "nan"],
+        2,
+        "lock timeout must be between 0 and",
+    ),
+    "empty-key-field": (lambda _: ["create", "q", "--orderby", "a,,b"], 2, "must not be empty"),
+    "key-field-space": (lambda _: ["create", "q", "--orderby", "a b"], 2, "must not contain ' '"),
+    "key-field-control": (
+        lambda _: ["create", "q", "--orderby", "a\x01b:asc"],
+        2,
+        "must not contain '\\x01'",
+    ),
+    "key-field-twice": (
+        lambda _: ["create", "q", "--orderby", "a,b,a"],
+        2,
+        "names key field 'a' twice",
+    ),
+    "key-field-too-long": (lambda _: ["create", "q", "--orderby", "k" * 65], 2, "at most 64"),
+    "key-order": (lambda _: ["create", "q", "--orderby", "a:sideways"], 2, "asc or desc"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_one_error_line_and_changes_nothing(
+    case: str, loaded: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    build, status, text = CASES[case]
+    argv = build(tmp_path)
+    before = lake_state(loaded)
+    code, out, err = run(capsys, "--lake", loaded, *argv)
+    line = one_error(err)
+    assert text in line, line
+    assert code == status, (code, line)
+    assert out == ""
+    assert lake_state(loaded) == before
+    # The pool still answers, with its five rows.
+    code, out, _ = run(capsys, "--lake", loaded, "count", "-p", "p")
+    assert (code, out) == (0, "5\n")
+
+
+def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
+    """kazoo logs a warning per connection attempt; the CLI prints only its own error. A real
+    process, since pytest's log capture would hide the noise in-process."""
+    lake = str(tmp_path / "lake")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LAKE_ROOT": lake}
+    env.pop("LAKE_ZOOKEEPER", None)
+
+    def lake_cmd(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "lake_core.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert lake_cmd("init").returncode == 0
+    assert lake_cmd("create", "p").returncode == 0
+    before = lake_state(lake)
+    # Port 1 on loopback: connection refused at once, so kazoo retries (and logs) until the
+    # provider's connect timeout.
+    proc = lake_cmd("--zk", "127.0.0.1:1", "compact", "-p", "p")
+    line = one_error(proc.stderr)
+    assert "ZooKeeper at 127.0.0.1:1 cannot be reached" in line
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert lake_state(lake) == before
