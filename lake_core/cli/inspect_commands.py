@@ -11,7 +11,7 @@ from lake_core.cli.commands import _pool_ref, _say, _time
 from lake_core.errors import UsageError
 from lake_core.names import split_ref
 from lake_core.output import write_records
-from lake_core.units import format_size
+from lake_core.units import human_size
 
 
 def add_inspect_commands(cmd: Any) -> None:
@@ -127,10 +127,10 @@ def cmd_diff(args: argparse.Namespace) -> None:
     _say(f"from {args.ref1} ({a.commit_id or 'empty'}) to {args.ref2} ({b.commit_id or 'empty'})")
     _say(
         f"objects: +{len(diff.added)} -{len(diff.removed)}  "
-        f"({format_size(bytes_added)} added, {format_size(bytes_removed)} removed)"
+        f"({human_size(bytes_added)} added, {human_size(bytes_removed)} removed)"
     )
     _say(f"rows:    +{diff.rows_added:,} -{diff.rows_removed:,}  (net {diff.net_rows:+,})")
     for o in sorted(diff.added, key=lambda o: o.id):
-        _say(f"+ {o.id}  {o.count:,} rows  {format_size(o.size)}")
+        _say(f"+ {o.id}  {o.count:,} rows  {human_size(o.size)}")
     for o in sorted(diff.removed, key=lambda o: o.id):
-        _say(f"- {o.id}  {o.count:,} rows  {format_size(o.size)}")
+        _say(f"- {o.id}  {o.count:,} rows  {human_size(o.size)}")
