@@ -1,23 +1,30 @@
 """Printing data for people and scripts: ``table``, ``json`` (NDJSON), ``csv``, ``parquet``.
 
-Timestamps print as ISO 8601 UTC strings, nulls as ``null``, composite key bounds as lists.
+Timestamps print as ISO 8601 UTC strings, nulls as ``null`` (the empty field in CSV),
+composite key bounds as lists. Arrow data (query results) streams batch by batch through
+vectorized encoders; lists of dicts (metadata listings) are formatted in Python.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import date, datetime
 from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lake_core.clock import to_iso
 from lake_core.errors import UsageError
+from lake_core.textcols import csv_bytes, ndjson_bytes, text_column
 
 FORMATS = ("table", "json", "csv", "parquet")
 
@@ -48,10 +55,100 @@ def _cell(value: Any) -> str:
     return str(v)
 
 
-def _rows_of(data: pa.Table | pa.RecordBatchReader) -> Iterator[dict[str, Any]]:
-    batches: Iterable[pa.RecordBatch] = data.to_batches() if isinstance(data, pa.Table) else data
+#: Rows per slice when encoding: bounds memory per step and string offsets (int32).
+_SLICE = 65_536
+#: Table column widths come from the first page of rows; later, wider values widen a column
+#: from there on (the table is printed as it streams, never held whole).
+_PAGE = 1_000
+#: Encoding threads, and how many encoded slices may wait to be written.
+_WORKERS = 2
+_AHEAD = 4
+
+
+def _slices(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
     for batch in batches:
-        yield from batch.to_pylist()
+        for off in range(0, batch.num_rows, size):
+            yield batch.slice(off, size)
+
+
+def _binary(out: IO[str]) -> IO[bytes] | None:
+    """The byte stream under ``out`` (flushed first), or None if it has none."""
+    raw = getattr(out, "buffer", None)
+    if raw is None:
+        return None
+    out.flush()
+    return raw  # type: ignore[no-any-return]
+
+
+def _emit(out: IO[str], raw: IO[bytes] | None, data: Any) -> None:
+    if raw is not None:
+        raw.write(data)
+    else:
+        out.write(bytes(data).decode("utf-8"))
+
+
+def _encoded(
+    batches: Iterable[pa.RecordBatch], encode: Callable[[pa.RecordBatch], Any]
+) -> Iterator[Any]:
+    """``encode`` of each slice, in order, computed on worker threads while the next slices
+    are read (Arrow's kernels release the GIL, so reading and encoding overlap)."""
+    with ThreadPoolExecutor(max_workers=_WORKERS) as ex:
+        pending: deque[Future[Any]] = deque()
+        pieces = _slices(batches, _SLICE)
+        while True:
+            try:
+                piece = next(pieces)
+            except StopIteration:
+                break
+            except BaseException:
+                # What was read before the input failed is still printed.
+                while pending:
+                    yield pending.popleft().result()
+                raise
+            pending.append(ex.submit(encode, piece))
+            # Print as soon as the oldest slice is ready (the first records come out while
+            # later ones are read), and never hold more than _AHEAD slices.
+            while pending and (pending[0].done() or len(pending) > _AHEAD):
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _write_csv(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[str]) -> None:
+    """CSV with a header; a field is quoted only where it must be, as ``csv.writer`` does."""
+    header = io.StringIO()
+    csv.writer(header, lineterminator="\n").writerow(names)
+    out.write(header.getvalue())
+    raw = _binary(out)
+    for data in _encoded(batches, csv_bytes):
+        _emit(out, raw, data)
+
+
+def _write_json(batches: Iterable[pa.RecordBatch], out: IO[str]) -> None:
+    raw = _binary(out)
+    for data in _encoded(batches, ndjson_bytes):
+        _emit(out, raw, data)
+
+
+def _write_table(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[str]) -> None:
+    widths: list[int] | None = None
+
+    def line(cells: Iterable[str], ws: list[int]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, ws, strict=True)).rstrip() + "\n"
+
+    for page in _slices(batches, _PAGE):
+        cols = [pc.fill_null(text_column(c), "null").to_pylist() for c in page.columns]
+        rows = list(zip(*cols, strict=True)) if cols else [()] * page.num_rows
+        page_widths = [max((len(c) for c in col), default=0) for col in cols]
+        if widths is None:
+            widths = [max(len(n), w) for n, w in zip(names, page_widths, strict=True)]
+            out.write(line(names, widths))
+        else:
+            widths = [max(a, b) for a, b in zip(widths, page_widths, strict=True)]
+        out.write("".join(line(r, widths) for r in rows))
+        out.flush()
+    if widths is None:
+        out.write(line(names, [len(n) for n in names]))
 
 
 def write_records(
@@ -61,28 +158,40 @@ def write_records(
     path: str | None = None,
     columns: list[str] | None = None,
 ) -> None:
-    """Print ``data`` in ``fmt``; ``parquet`` needs ``path`` (``-o FILE``)."""
+    """Print ``data`` in ``fmt``; ``parquet`` needs ``path`` (``-o FILE``).
+
+    Arrow data streams: each batch is encoded with vectorized kernels and written before the
+    next is read, so the first records print before the last are read, and memory stays one
+    batch whatever the size (see :mod:`lake_core.textcols`)."""
     out = out or sys.stdout
     if fmt not in FORMATS:
         raise UsageError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")
     if fmt == "parquet":
         if not path:
             raise UsageError("-f parquet needs -o FILE")
-        table = (
-            pa.Table.from_pylist(data)
-            if isinstance(data, list)
-            else data
-            if isinstance(data, pa.Table)
-            else data.read_all()
-        )
-        pq.write_table(table, path)
+        if isinstance(data, list):
+            pq.write_table(pa.Table.from_pylist(data), path)
+            return
+        with pq.ParquetWriter(path, data.schema) as pw:
+            for batch in data.to_batches() if isinstance(data, pa.Table) else data:
+                pw.write_batch(batch)
         return
-    if isinstance(data, list):
-        rows: Iterable[dict[str, Any]] = data
-        names = columns or (list(data[0].keys()) if data else [])
-    else:
-        rows = _rows_of(data)
+    if not isinstance(data, list):
+        batches: Iterable[pa.RecordBatch] = (
+            data.to_batches() if isinstance(data, pa.Table) else data
+        )
+        if columns:
+            batches = (b.select(columns) for b in batches)
         names = columns or data.schema.names
+        if fmt == "json":
+            _write_json(batches, out)
+        elif fmt == "csv":
+            _write_csv(batches, names, out)
+        else:
+            _write_table(batches, names, out)
+        return
+    rows: Iterable[dict[str, Any]] = data
+    names = columns or (list(data[0].keys()) if data else [])
     if fmt == "json":
         for r in rows:
             out.write(json.dumps(jsonable(r), separators=(",", ":"), ensure_ascii=False) + "\n")

@@ -137,6 +137,15 @@ class Scan:
         return runs
 
     def _read(self, obj: ObjectMeta) -> pa.Table:
+        """The object's matching rows, whole."""
+        parts = list(self._read_groups(obj, stream=False))
+        if not parts:
+            return self.pool_schema.empty_table()
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+    def _read_groups(self, obj: ObjectMeta, stream: bool = True) -> Iterator[pa.Table]:
+        """The object's matching rows, in file order: one table per row group when
+        ``stream``, else one table of all the groups (a single read, decoded in parallel)."""
         try:
             opened = open_object(self.store, data_key(self.pool_id, obj.id), obj.size)
         except ObjectNotFoundError:
@@ -162,27 +171,28 @@ class Scan:
             groups.append(rg)
         self.stats.objects_read += 1
         if not groups:
-            return self.pool_schema.empty_table()
+            return
         wanted = set(self.out_schema.names) | set(self.key.fields)
         if self.expr is not None:
             wanted |= columns_of(self.expr)
         read_cols = [n for n in opened.file.schema_arrow.names if n in wanted and n in file_names]
-        table = opened.file.read_row_groups(groups, columns=read_cols)
-        self.stats.row_groups_read += len(groups)
-        self.stats.rows_read += table.num_rows
-        self.stats.bytes_read += sum(
-            meta.row_group(rg).column(i).total_compressed_size
-            for rg in groups
-            for i in range(meta.num_columns)
-            if meta.row_group(rg).column(i).path_in_schema.split(".")[0] in read_cols
+        schema = pa.schema(
+            [self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]
         )
-        full = _conform(
-            table,
-            pa.schema([self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]),
-        )
-        if self.filter is not None:
-            full = full.filter(self.filter)
-        return full
+        for step in [[g] for g in groups] if stream else [groups]:
+            table = opened.file.read_row_groups(step, columns=read_cols)
+            self.stats.row_groups_read += len(step)
+            self.stats.rows_read += table.num_rows
+            self.stats.bytes_read += sum(
+                meta.row_group(rg).column(i).total_compressed_size
+                for rg in step
+                for i in range(meta.num_columns)
+                if meta.row_group(rg).column(i).path_in_schema.split(".")[0] in read_cols
+            )
+            full = _conform(table, schema)
+            if self.filter is not None:
+                full = full.filter(self.filter)
+            yield full
 
     def _sort(self, table: pa.Table) -> pa.Table:
         keys = self.key.sort_keys(table.schema, self.descending)
@@ -195,13 +205,30 @@ class Scan:
         nulls: list[pa.Table] = []
         key0 = self.key.fields[0]
         for run in self._runs():
-            parts = [self._read(o) for o in sorted(run, key=lambda o: o.id)]
-            parts = [p for p in parts if p.num_rows]
-            if not parts:
-                continue
-            table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-            if len(run) > 1 or self.descending != self.key.descending:
-                table = self._sort(table)
+            pieces: Iterator[pa.Table]
+            if len(run) == 1 and self.descending == self.key.descending:
+                # One object, already in the wanted order: stream it a row group at a time,
+                # so the first records come out before the object is read.
+                pieces = self._read_groups(run[0])
+            else:
+                # Overlapping objects (or the reverse order) are merged in memory, per run.
+                parts = [self._read(o) for o in sorted(run, key=lambda o: o.id)]
+                parts = [p for p in parts if p.num_rows]
+                if not parts:
+                    continue
+                table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+                pieces = iter([self._sort(table)])
+            for table in pieces:
+                yield from self._split_nulls(table, key0, nulls)
+        for t in nulls:
+            yield from t.select(self.out_schema.names).to_batches()
+
+    def _split_nulls(
+        self, table: pa.Table, key0: str, nulls: list[pa.Table]
+    ) -> Iterator[pa.RecordBatch]:
+        """``table``'s batches, holding back its null-key rows (sorted last within it) for
+        the end of the scan."""
+        if table.num_rows:
             if key0 in table.schema.names:
                 nn = table.column(key0).null_count
                 if nn:
@@ -209,8 +236,6 @@ class Scan:
                     nulls.append(table.slice(table.num_rows - nn))
                     table = table.slice(0, table.num_rows - nn)
             yield from table.select(self.out_schema.names).to_batches()
-        for t in nulls:
-            yield from t.select(self.out_schema.names).to_batches()
 
     def reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.out_schema, self.batches())

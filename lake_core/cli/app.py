@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -202,9 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--order", choices=["asc", "desc"])
     sp.add_argument("--stats", action="store_true", help="print what was read, as JSON on stderr")
     sp.add_argument(
+        "--limit", type=int, metavar="N", help="print at most N records (stops reading there)"
+    )
+    sp.add_argument(
         "-f", dest="format", default="table", choices=["table", "json", "csv", "parquet"]
     )
-    sp.add_argument("-o", dest="output", metavar="FILE")
+    sp.add_argument(
+        "-o", dest="output", metavar="FILE", help="write to FILE (needed for -f parquet)"
+    )
 
     sp = cmd(
         "objects",
@@ -439,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     try:
         result = args.func(args)
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
         return int(result or 0)
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
@@ -450,6 +457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("error: interrupted\n")
         return 1
     except BrokenPipeError:
+        # The reader went away (`lake query … | head`): stop quietly. Point stdout at
+        # /dev/null so the interpreter's final flush does not complain about the pipe.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass  # stdout is not a real file (tests capture it)
         return 0
 
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
 from lake_core.cli import report
+from lake_core.cli.progress import batch_progress
 from lake_core.clock import parse_iso, to_iso
 from lake_core.config import LakeConfig
 from lake_core.errors import NoRowsMatchedError, UsageError
@@ -189,12 +193,40 @@ def _snapshot_at(args: argparse.Namespace) -> tuple[Pool, Any]:
 def cmd_query(args: argparse.Namespace) -> None:
     pool, ref = _pool_ref(args)
     columns = [c.strip() for c in args.columns.split(",")] if args.columns else None
+    if args.limit is not None and args.limit < 0:
+        raise UsageError("--limit must be 0 or more")
     scan = pool.scan(
         ref, as_of=_time(args.as_of), where=args.where, columns=columns, order=args.order
     )
-    write_records(scan.reader(), args.format, path=args.output)
+    batches: Iterator[pa.RecordBatch] = scan.batches()
+    if args.limit is not None:
+        batches = _limited(batches, args.limit)
+    # Progress only for a person watching: a terminal on stderr, and not when the records
+    # themselves go to that terminal (they would interleave with the bar).
+    show = sys.stderr.isatty() and (args.output is not None or not sys.stdout.isatty())
+    with batch_progress(
+        batches, len(scan.objects), lambda: scan.stats.objects_read, show
+    ) as shown:
+        reader = pa.RecordBatchReader.from_batches(scan.out_schema, shown)
+        if args.output is not None and args.format != "parquet":
+            with open(args.output, "w", encoding="utf-8", newline="") as f:
+                write_records(reader, args.format, out=f)
+        else:
+            write_records(reader, args.format, path=args.output)
     if args.stats:
         sys.stderr.write(json.dumps(scan.stats.to_json()) + "\n")
+
+
+def _limited(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """The first ``limit`` records; stops reading once it has them."""
+    left = limit
+    for batch in batches:
+        if left <= 0:
+            return
+        if batch.num_rows > left:
+            batch = batch.slice(0, left)
+        left -= batch.num_rows
+        yield batch
 
 
 def _bound(obj: Any, pool: Pool, which: str) -> Any:

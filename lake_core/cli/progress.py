@@ -1,0 +1,66 @@
+"""Progress of long reads and exports on a terminal: rows written and objects read, drawn by
+rich on stderr, and only when stderr is a terminal (scripts and pipes see nothing).
+
+The bar wraps the stream of record batches, so it costs one update per batch.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+
+#: A read shorter than this never shows a bar (rich draws nothing before it is refreshed).
+_DELAY_SECONDS = 1.0
+
+
+@contextmanager
+def batch_progress(
+    batches: Iterator[pa.RecordBatch],
+    objects_total: int,
+    objects_read: Callable[[], int],
+    enabled: bool,
+) -> Iterator[Iterator[pa.RecordBatch]]:
+    """``batches`` wrapped so each one advances a bar of objects read (of ``objects_total``)
+    with a running row count; ``batches`` itself when not ``enabled``."""
+    if not enabled:
+        yield batches
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("objects"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rows]:,} rows"),
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+        auto_refresh=False,
+    )
+    task = progress.add_task("read", total=objects_total or None, rows=0)
+    state: dict[str, Any] = {"rows": 0, "shown": False, "start": None}
+
+    def wrapped() -> Iterator[pa.RecordBatch]:
+        import time
+
+        state["start"] = time.monotonic()
+        for batch in batches:
+            state["rows"] += batch.num_rows
+            progress.update(task, completed=objects_read(), rows=state["rows"])
+            if not state["shown"] and time.monotonic() - state["start"] >= _DELAY_SECONDS:
+                progress.start()
+                state["shown"] = True
+            if state["shown"]:
+                progress.refresh()
+            yield batch
+
+    try:
+        yield wrapped()
+    finally:
+        if state["shown"]:
+            progress.stop()

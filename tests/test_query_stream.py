@@ -1,0 +1,171 @@
+"""``lake query`` streams: output batch by batch, ``--limit``, quiet on a closed pipe, and the
+vectorized CSV/JSON/table encoders agree value for value with the per-row contract."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.cli import main
+from lake_core.loading import load
+from lake_core.output import jsonable, write_records
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def typed_table() -> pa.Table:
+    return pa.table(
+        {
+            "ts": pa.array(
+                [
+                    datetime(2026, 1, 5, 11, 0, 0, 123, tzinfo=UTC),
+                    None,
+                    datetime(1970, 1, 1, tzinfo=UTC),
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "naive_ns": pa.array(
+                [datetime(2026, 1, 5, 11), None, datetime(2000, 2, 29, 23, 59, 59, 999999)],
+                pa.timestamp("ns"),
+            ),
+            "s": ["b", 'x,"y\\\n\t\r', "ünï \x01 \u2028"],
+            "i": [1, None, -3],
+            "f": [1.0, float("nan"), -2.5e-7],
+            "b": [True, None, False],
+            "d": pa.array([date(2026, 1, 2), None, date(1, 1, 1)]),
+            "l": [[1, 2], None, []],
+            "st": [{"a": 1, "t": "x"}, None, {"a": None, "t": '"'}],
+            "bin": [b"\x00\xff", None, b""],
+            "dec": pa.array([Decimal("1.50"), None, Decimal("-3")], pa.decimal128(5, 2)),
+        }
+    )
+
+
+def expected_rows(table: pa.Table) -> list[dict[str, object]]:
+    """What the contract says each row prints as (the per-row Python formatting)."""
+    rows = []
+    for r in table.to_pylist():
+        r["naive_ns"] = None if r["naive_ns"] is None else r["naive_ns"].to_pydatetime()
+        r["naive_ns"] = r["naive_ns"] and r["naive_ns"].replace(tzinfo=UTC)
+        rows.append(jsonable(r))
+    return rows
+
+
+def test_json_matches_the_per_row_contract() -> None:
+    out = io.StringIO()
+    write_records(typed_table(), "json", out=out)
+    lines = out.getvalue().split("\n")  # not splitlines(): U+2028 stays raw, as JSON allows
+    assert lines.pop() == ""
+    got = [json.loads(x) for x in lines]
+    want = expected_rows(typed_table())
+    assert len(got) == 3
+    for g, w in zip(got, want, strict=True):
+        nan_g, nan_w = g.pop("f"), w.pop("f")
+        assert g == w
+        assert (nan_g != nan_g and nan_w != nan_w) or nan_g == nan_w  # NaN prints as NaN
+    assert got[0]["ts"] == "2026-01-05T11:00:00.000123Z"
+    assert got[2]["naive_ns"] == "2000-02-29T23:59:59.999999Z"  # naive is UTC
+    assert '"f":1.0,' in lines[0] and '"i":null' in lines[1]  # floats stay floats; null
+    assert list(json.loads(lines[0])) == typed_table().schema.names  # keys in column order
+
+
+def test_csv_quotes_only_what_needs_it_and_reads_back() -> None:
+    out = io.StringIO()
+    write_records(typed_table(), "csv", out=out)
+    text = out.getvalue()
+    assert text.splitlines()[1].startswith(
+        "2026-01-05T11:00:00.000123Z,2026-01-05T11:00:00.000000Z,b,1,"
+    )
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[0] == typed_table().schema.names
+    assert rows[2][2] == 'x,"y\\\n\t\r'  # quoted, quotes doubled
+    assert rows[2][0] == "" and rows[2][3] == ""  # null: the empty field
+    assert rows[1][7] == "[1,2]" and json.loads(rows[3][8]) == {"a": None, "t": '"'}
+    assert rows[1][9] == "00ff" and rows[1][10] == "1.50" and rows[1][5] == "true"
+
+
+def test_table_prints_nulls_and_aligns() -> None:
+    out = io.StringIO()
+    write_records(typed_table().select(["i", "s", "b"]), "table", out=out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["i", "s", "b"]
+    assert lines[1].split() == ["1", "b", "true"]
+    assert lines[2].startswith("null")
+
+
+def test_output_is_written_before_the_input_ends() -> None:
+    """Each batch is printed before the next is read: a reader that fails after its first
+    batch still leaves that batch's records printed, in every text format."""
+    schema = pa.schema([("n", pa.int64())])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        yield pa.record_batch([pa.array([1, 2])], schema=schema)
+        raise RuntimeError("stop here")
+
+    for fmt, first in (("json", '{"n":1}'), ("csv", "1"), ("table", "1")):
+        out = io.StringIO()
+        with pytest.raises(RuntimeError, match="stop here"):
+            write_records(pa.RecordBatchReader.from_batches(schema, batches()), fmt, out=out)
+        assert first in out.getvalue().splitlines()[:3], fmt
+
+
+@pytest.fixture
+def big_pool(lake_uri: str) -> str:
+    lake = Lake.init(LakeConfig(uri=lake_uri))
+    pool = lake.create_pool("big", "id:asc", target_size=64 * 1024)
+    n = 60_000
+    load(pool, [pa.table({"id": list(range(n)), "msg": [f"row {i}" for i in range(n)]})])
+    return lake_uri
+
+
+def test_limit_stops_reading(big_pool: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["--lake", big_pool, "query", "-p", "big", "--limit", "3", "-f", "json", "--stats"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert [json.loads(x)["id"] for x in out.splitlines()] == [0, 1, 2]
+    stats = json.loads(err)
+    assert stats["objects_total"] > 2 and stats["objects_read"] == 1
+    code = main(["--lake", big_pool, "query", "-p", "big", "--limit", "0", "-f", "csv"])
+    assert (code, capsys.readouterr().out) == (0, "id,msg\n")
+    code = main(["--lake", big_pool, "query", "-p", "big", "--limit", "-1"])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.startswith("error: ")
+
+
+def test_csv_and_json_to_a_file(
+    big_pool: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for fmt in ("csv", "json"):
+        dest = tmp_path / f"out.{fmt}"
+        code = main(["--lake", big_pool, "query", "-p", "big", "-f", fmt, "-o", str(dest)])
+        assert code == 0 and capsys.readouterr().out == ""
+        lines = dest.read_text().splitlines()
+        assert len(lines) == 60_000 + (fmt == "csv")
+        assert lines[-1] in ("59999,row 59999", '{"id":59999,"msg":"row 59999"}')
+
+
+def test_closed_pipe_is_quiet(big_pool: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for fmt in ("table", "csv", "json"):
+        proc = subprocess.run(
+            f"{sys.executable} -m lake_core.cli --lake {big_pool} query -p big -f {fmt} | head -2",
+            shell=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert proc.returncode == 0 and proc.stderr == "", (fmt, proc.stderr)
+        assert len(proc.stdout.splitlines()) == 2
