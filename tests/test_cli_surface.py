@@ -176,8 +176,8 @@ def test_maintenance_commands(
         assert run(capsys, *L, "load", "-p", "m", str(f))[0] == 0
     code, out, _ = run(capsys, *L, "partitions", "-p", "m")
     assert out.splitlines() == [
-        "2026-01-05  objects=3 rows=3 bytes=" + out.splitlines()[0].split("bytes=")[1],
-        "2026-01-06  objects=3 rows=3 bytes=" + out.splitlines()[1].split("bytes=")[1],
+        "2026-01-05  objects=3 rows=3 size=" + out.splitlines()[0].split("size=")[1],
+        "2026-01-06  objects=3 rows=3 size=" + out.splitlines()[1].split("size=")[1],
     ]
     summary = json.loads(run(capsys, *L, "objects", "-p", "m", "--summary")[1])
     assert summary["objects"] == 6 and summary["pending_runs"] == 2

@@ -61,6 +61,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 def build_parser() -> argparse.ArgumentParser:
     from lake_core.cli import catalog_commands as cc
     from lake_core.cli import commands as c
+    from lake_core.cli.help_text import fill_help
     from lake_core.cli.inspect_commands import add_inspect_commands
 
     p = _Parser(
@@ -317,6 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_maintenance(cmd)
     add_inspect_commands(cmd)
     cc.add_catalog_commands(sub, cmd)
+    fill_help(p)
     return p
 
 

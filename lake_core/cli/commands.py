@@ -15,13 +15,14 @@ import pyarrow as pa
 from lake_core.cli import report
 from lake_core.cli.progress import batch_progress
 from lake_core.clock import parse_iso, to_iso
+from lake_core.commit import Add
 from lake_core.config import LakeConfig
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.lake import Lake
 from lake_core.names import split_ref
 from lake_core.output import jsonable, write_records
 from lake_core.pool import MAIN, Pool
-from lake_core.units import format_size, parse_size
+from lake_core.units import format_size, human_size, parse_size
 
 
 def _config(args: argparse.Namespace, user: str | None = None) -> LakeConfig:
@@ -89,7 +90,7 @@ def cmd_ls(args: argparse.Namespace) -> None:
             "id": p.id,
             "key": ",".join(p.key.fields),
             "order": p.key.order,
-            "target_size": p.target_size,
+            "target_size": p.target_size if args.format != "table" else human_size(p.target_size),
             "created": p.created,
         }
         for p in pools_for_ls(_lake(args), args)
@@ -150,7 +151,7 @@ def cmd_add(args: argparse.Namespace) -> None:
     pool, branch = _pool_ref(args)
     staged = stage(pool, args.files, branch or MAIN, fmt=args.input_format)
     for o in staged.objects:
-        _say(f"{o.id} object ({o.count} records, {o.size} bytes)")
+        _say(f"{o.id} object ({o.count:,} records, {human_size(o.size)})")
     _say(f"{staged.id} staged")
 
 
@@ -250,11 +251,35 @@ def cmd_objects(args: argparse.Namespace) -> None:
             "min": _bound(o, pool, "min"),
             "max": _bound(o, pool, "max"),
             "count": o.count,
-            "size": o.size,
+            # Bytes for scripts, readable sizes for people.
+            "size": o.size if args.format != "table" else human_size(o.size),
         }
         for o in sorted(snap.objects.values(), key=lambda o: o.id)
     ]
     write_records(rows, args.format, columns=["id", "min", "max", "count", "size"])
+
+
+def _readable_actions(commit: Any, pool: Pool) -> list[dict[str, Any]]:
+    """A commit's actions with key bounds and column stats decoded as ``lake objects -f json``
+    prints them (ISO timestamps, a composite key as a list), not in their stored encoding."""
+    out = []
+    for action, stored in zip(commit.actions, commit.actions_json(), strict=True):
+        if isinstance(action, Add):
+            meta = action.object
+            stored = {
+                **stored,
+                "object": {
+                    **stored["object"],
+                    "min": _bound(meta, pool, "min"),
+                    "max": _bound(meta, pool, "max"),
+                    "columns": {
+                        name: {**col.to_json(), "min": col.decoded_min(), "max": col.decoded_max()}
+                        for name, col in meta.columns.items()
+                    },
+                },
+            }
+        out.append(stored)
+    return out
 
 
 def cmd_log(args: argparse.Namespace) -> None:
@@ -269,7 +294,7 @@ def cmd_log(args: argparse.Namespace) -> None:
                 "date": c.date,
                 "message": c.message,
                 "meta": c.meta,
-                "actions": c.actions_json(),
+                "actions": _readable_actions(c, pool),
                 "rows": {"added": c.rows_added, "removed": c.rows_removed},
             }
             for c in commits

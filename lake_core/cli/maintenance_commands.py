@@ -150,7 +150,7 @@ def cmd_partitions(args: argparse.Namespace) -> None:
         write_records([p.to_json() for p in parts], "json")
         return
     for p in parts:
-        _say(f"{p.value or 'null'}  objects={p.objects} rows={p.rows} bytes={p.bytes}")
+        _say(f"{p.value or 'null'}  objects={p.objects} rows={p.rows} size={human_size(p.bytes)}")
 
 
 def cmd_drop_partition(args: argparse.Namespace) -> None:
