@@ -88,7 +88,9 @@ def delete_where(
     expr = parse_predicate(where)
     predicate = to_arrow_expression(expr, schema)
     deletes: list[str] = []
-    survivors: list[pa.Table] = []
+    # A survivor keeps its object's partition: objects never straddle partitions, and a
+    # partition drop finds its objects by that field.
+    survivors: list[tuple[pa.Table, str | None]] = []
     for obj in snap.objects.values():
         if not may_match(expr, object_stats(obj, schema), schema):
             continue
@@ -102,15 +104,22 @@ def delete_where(
         deletes.append(obj.id)
         keep = table.filter(pc.invert(pc.is_in(rows, value_set=hit.combine_chunks())))
         if keep.num_rows:
-            survivors.append(_drop_all_null_columns(keep, obj))
+            survivors.append((_drop_all_null_columns(keep, obj), obj.partition))
     if not deletes:
         raise NoRowsMatchedError(f"no rows match {where}")
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     adds: list[ObjectMeta] = []
     try:
-        for t in survivors:
+        for t, partition in survivors:
             adds += write_objects(
-                pool.store, pool.id, t, pool.config.key, options, presorted=True, clock=pool.clock
+                pool.store,
+                pool.id,
+                t,
+                pool.config.key,
+                options,
+                presorted=True,
+                clock=pool.clock,
+                partition=partition,
             )
         return pool.commit(
             branch,

@@ -152,12 +152,15 @@ def plan_onto(
     target changed too) are left out, so the target's version of those keys wins."""
     fields = pool.config.key.fields
     plan = Plan()
-    added = [o for o in change.added if o.id not in target.objects]  # already there: applied
     by_rows: list[list[ObjectMeta]] = []
     removed_ids = {o.id for o in change.removed}
-    for comp in _components([*change.removed, *added], fields):
+    for comp in _components([*change.removed, *change.added], fields):
         gone = [o for o in comp if o.id in removed_ids]
-        if all(o.id in target.objects for o in gone):
+        # An added object already live (restored earlier) cannot be added again by id: its
+        # rows are written anew, by rows.
+        if all(o.id in target.objects for o in gone) and not any(
+            o.id in target.objects for o in comp if o.id not in removed_ids
+        ):
             plan.deletes += [o.id for o in gone]
             plan.adds += [o for o in comp if o.id not in removed_ids]
             plan.rows_removed += sum(o.count for o in gone)
@@ -189,7 +192,9 @@ def plan_onto(
             plus = plus.filter(pa.array(mask, pa.bool_()))
             if plus.num_rows == 0:
                 continue
-        if plus.num_rows == sum(o.count for o in new):
+        if plus.num_rows == sum(o.count for o in new) and not any(
+            o.id in target.objects for o in new
+        ):
             plan.adds += new  # nothing of them cancelled: add them as they are, no rewrite
         else:
             plan.tables.append((keep_columns(plus, fields, None), None))
