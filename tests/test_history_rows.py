@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from lake_core import Lake
+from lake_core import Lake, LakeConfig
 from lake_core.changes import delete_objects, delete_where, merge, revert
+from lake_core.cli import main
 from lake_core.errors import CommitConflictError, EmptyTransactionError, HistoryVacatedError
 from lake_core.loading import load
 from lake_core.maintenance.compact import compact
@@ -194,3 +196,48 @@ def test_revert_of_object_delete_after_unrelated_compaction_is_by_id(lake: Lake)
     compact(pool)  # compacts the 10..12 objects only
     r = revert(pool, d.id)
     assert [o.id for o in r.adds()] == [a.id] and not r.deletes()
+
+
+def test_cli_merge_conflict_is_one_error_line_then_theirs_resolves(
+    lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's sequence through the CLI: a conflict is one `error:` line naming the key
+    range, exit 1, nothing committed; `--theirs` merges; `lake revert` after `lake compact`
+    restores the deleted rows once."""
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--lake", lake_uri, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert run("init")[0] == 0
+    assert run("create", "p", "--orderby", "id:asc")[0] == 0
+    a = tmp_path / "a.ndjson"
+    a.write_text("".join(f'{{"id": {i}, "v": "x"}}\n' for i in (1, 5, 5, 9)))
+    assert run("load", "-p", "p", str(a))[0] == 0
+    b = tmp_path / "b.ndjson"
+    b.write_text('{"id": 5, "v": "x"}\n{"id": 7, "v": "y"}\n')
+    assert run("load", "-p", "p", str(b))[0] == 0
+    assert run("branch", "-p", "p", "dev")[0] == 0
+    pool = Lake.open(LakeConfig(uri=lake_uri)).pool("p")
+    one_copy = [o.id for o in pool.snapshot(pool.tip()).objects.values() if o.count == 2][0]
+    assert run("delete", "-p", "p@dev", one_copy)[0] == 0  # dev: one copy of row 5 gone
+    code, out, _ = run("delete", "-p", "p", "--where", "id = 5")  # main: every copy gone
+    deleted = out.strip().splitlines()[-1].split()[0]
+    assert code == 0
+    assert run("compact", "-p", "p")[0] == 0
+    tip = pool.tip()
+    code, out, err = run("merge", "-p", "p", "dev", "--into", "main")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and "id 5" in err
+    assert pool.tip() == tip
+    code, out, err = run("merge", "-p", "p", "dev", "--into", "main", "--theirs")
+    assert code == 0 and out.strip().endswith("committed"), err
+    # dev removed one of three copies of row 5 (and row 7); main removed all three: row 5
+    # is contested and --theirs takes dev's count (2); row 7 only dev changed.
+    assert sorted(pool.read().column("id").to_pylist()) == [1, 5, 5, 9]
+    # Revert main's delete after compaction: the three copies it deleted come back.
+    assert run("compact", "-p", "p")[0] == 0
+    code, out, err = run("revert", "-p", "p", deleted)
+    assert code == 0, err
+    assert sorted(pool.read().column("id").to_pylist()) == [1, 5, 5, 5, 5, 5, 9]
