@@ -184,6 +184,55 @@ class NoRowsMatchedError(EmptyTransactionError):
     as success (idempotent deletes); it stays an EmptyTransactionError for strict callers."""
 
 
+def _names(columns: list[str] | tuple[str, ...]) -> str:
+    return ", ".join(columns)
+
+
+class SchemaModeError(LakeError):
+    """A load into a ``strict`` pool brings columns the pool does not have."""
+
+    def __init__(self, pool: str, columns: list[str], source: str = "") -> None:
+        super().__init__(pool, columns, source)
+        self.pool, self.columns, self.source = pool, columns, source
+
+    def __str__(self) -> str:
+        where = f" in {self.source}" if self.source else ""
+        noun = "column" if len(self.columns) == 1 else "columns"
+        return (
+            f"schema mode strict: pool {self.pool} has no {noun} {_names(self.columns)}"
+            f"{where}; nothing loaded (create the pool with --schema-mode merge to add columns)"
+        )
+
+
+def _missing_key(pool: str, key: tuple[str, ...], source: str) -> str:
+    where = f" {source}" if source else " the input"
+    return f"no row of{where} has the pool key {_names(key)} of pool {pool}"
+
+
+class MissingKeyError(LakeError):
+    """Under ``strict``: no row of a load has the pool key."""
+
+    def __init__(self, pool: str, key: tuple[str, ...], source: str = "") -> None:
+        super().__init__(pool, key, source)
+        self.pool, self.key, self.source = pool, key, source
+
+    def __str__(self) -> str:
+        return f"{_missing_key(self.pool, self.key, self.source)} (schema mode strict); nothing loaded"
+
+
+class LakeWarning(UserWarning):
+    """Something worth telling the user that does not stop the operation."""
+
+
+class MissingKeyWarning(LakeWarning):
+    """No row of a load has the pool key: every row gets a null key (sorted last)."""
+
+    def __init__(self, pool: str, key: tuple[str, ...], source: str = "") -> None:
+        super().__init__(
+            f"{_missing_key(pool, key, source)}: its rows are stored with a null key"
+        )
+
+
 class SchemaConflictError(LakeError):
     """A column arrives with a type that conflicts with the pool's accumulated schema."""
 

@@ -87,8 +87,13 @@ class Lake:
         target_size: int = DEFAULT_TARGET_SIZE,
         seek_stride: int = DEFAULT_SEEK_STRIDE,
         partition_by: str | None = None,
+        schema_mode: str = "merge",
     ) -> Pool:
-        """A new pool with branch ``main``. Raises AlreadyExistsError, InvalidNameError."""
+        """A new pool with branch ``main``. ``schema_mode``: ``merge`` or ``strict`` (see
+        :mod:`lake_core.schema_mode`). Raises AlreadyExistsError, InvalidNameError."""
+        from lake_core.schema_mode import validate_schema_mode
+
+        validate_schema_mode(schema_mode)
         pool_name = PoolName.parse(name)
         pool_key = PoolKey.parse(key) if isinstance(key, str) else (key or PoolKey())
         if partition_by is not None:
@@ -101,6 +106,7 @@ class Lake:
             seek_stride=seek_stride,
             partition_by=partition_by,
             created=self.config.clock.now(),
+            schema_mode=schema_mode,
         )
         try:
             self.registry.get(pool_name)

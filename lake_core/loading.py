@@ -24,6 +24,7 @@ from lake_core.inflight import check_write_window, write_window_guard
 from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
+from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.writer import WriteOptions, write_partitioned
 
 Source = str | Path | BinaryIO | pa.Table
@@ -93,6 +94,11 @@ def write_sources(
     table, _ = read_sources(sources, fmt, base)
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")
+    # Schema-mode checks before any object is written: a refused load leaves nothing behind.
+    names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
+    mode = pool.config.schema_mode
+    check_new_columns(mode, pool.name, base, table.schema, names)
+    check_key_present(mode, pool.name, pool.config.key, table, names)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     objects = write_partitioned(
         pool.store,

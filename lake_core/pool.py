@@ -526,7 +526,13 @@ class Pool:
         schema = None
         if incoming_schema is not None and len(incoming_schema) > 0:
             from lake_core.ingest.schema import unify_schema
+            from lake_core.schema_mode import check_new_columns
 
+            # Re-checked against the tip this commit lands on: racing first loads into a
+            # strict pool must not union their columns.
+            check_new_columns(
+                self.config.schema_mode, self.name, parent_snap.schema, incoming_schema, source
+            )
             unified = unify_schema(parent_snap.schema, incoming_schema, source)
             if parent_snap.schema is None or not unified.equals(parent_snap.schema):
                 schema = unified

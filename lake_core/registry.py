@@ -29,6 +29,8 @@ class PoolConfig:
     seek_stride: int = DEFAULT_SEEK_STRIDE
     partition_by: str | None = None
     created: datetime | None = None
+    #: ``merge`` (new columns union in) or ``strict`` (see :mod:`lake_core.schema_mode`).
+    schema_mode: str = "merge"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class PoolConfig:
             "seek_stride": self.seek_stride,
             "partition_by": self.partition_by,
             "created": to_iso(self.created) if self.created else None,
+            "schema_mode": self.schema_mode,
         }
 
     @classmethod
@@ -53,6 +56,7 @@ class PoolConfig:
             seek_stride=int(d.get("seek_stride", DEFAULT_SEEK_STRIDE)),
             partition_by=d.get("partition_by"),
             created=parse_iso(d["created"]) if d.get("created") else None,
+            schema_mode=str(d.get("schema_mode", "merge")),
         )
 
 

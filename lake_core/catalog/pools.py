@@ -3,7 +3,8 @@
 A pool ``NS.NAME`` is the table ``NAME`` in namespace ``NS`` (a bare name is in ``default``);
 its namespace is created on first use. Its settings are its ``TableDef`` and round-trip
 exactly: id, key fields and order, target size, seek stride, partitioning, creation time
-(microseconds), layout.
+(microseconds), layout, and the schema mode (property ``schema_mode``; absent in pools made
+before schema modes, which read as ``merge``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from lake_core.stores.base import ObjectStore
 
 POOL_FORMAT_VERSION = 1
 DEFAULT_LAYOUT = "sorted"
+SCHEMA_MODE = "schema_mode"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
 
@@ -48,6 +50,8 @@ def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
         definition.partition_by = config.partition_by
     if config.created is not None:
         definition.created_at_micros = _micros(config.created)
+    if config.schema_mode != "merge":
+        definition.properties[SCHEMA_MODE] = config.schema_mode
     return definition
 
 
@@ -69,6 +73,7 @@ def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConf
         seek_stride=int(definition.seek_stride),
         partition_by=definition.partition_by if definition.HasField("partition_by") else None,
         created=created,
+        schema_mode=definition.properties.get(SCHEMA_MODE, "merge"),
     )
 
 

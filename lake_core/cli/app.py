@@ -11,10 +11,11 @@ import importlib
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from lake_core.errors import LakeError, UsageError
+from lake_core.errors import LakeError, LakeWarning, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,12 +112,21 @@ def build_parser() -> argparse.ArgumentParser:
         "create",
         c.cmd_create,
         "create a pool with branch main",
-        "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n",
+        "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n"
+        "  lake create metrics --orderby ts:asc --schema-mode strict\n",
     )
     sp.add_argument("pool", metavar="POOL")
     sp.add_argument("--orderby", default="ts:desc", metavar="KEY[,KEY…][:asc|:desc]")
     sp.add_argument("--partition-by", metavar="EXPR")
     sp.add_argument("--target-size", default="128MB", metavar="SIZE")
+    sp.add_argument(
+        "--schema-mode",
+        default="merge",
+        choices=["merge", "strict"],
+        help="merge (default): new columns union into the schema; strict: a load bringing "
+        "columns the pool lacks, or with no row having the pool key, is refused (the first "
+        "load into an empty pool defines the schema)",
+    )
     sp.add_argument("--seek-stride", default="4MB", metavar="SIZE", help=argparse.SUPPRESS)
 
     sp = cmd(
@@ -445,6 +455,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
     args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LakeWarning)
+        shown = warnings.showwarning
+
+        def show(message: Any, category: Any, *rest: Any, **kw: Any) -> None:
+            if issubclass(category, LakeWarning):
+                sys.stderr.write(f"warning: {message}\n")
+            else:
+                shown(message, category, *rest, **kw)
+
+        warnings.showwarning = show
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; map errors to one ``error: …`` line and the exit status."""
     try:
         result = args.func(args)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit

@@ -77,6 +77,7 @@ def cmd_create(args: argparse.Namespace) -> None:
         target_size=parse_size(args.target_size),
         seek_stride=parse_size(args.seek_stride),
         partition_by=args.partition_by,
+        schema_mode=args.schema_mode,
     )
     _say(f"pool {pool.name} created")
 
@@ -92,11 +93,14 @@ def cmd_ls(args: argparse.Namespace) -> None:
             "order": p.key.order,
             "target_size": p.target_size if args.format != "table" else human_size(p.target_size),
             "created": p.created,
+            "schema_mode": p.schema_mode,
         }
         for p in pools_for_ls(_lake(args), args)
     ]
     write_records(
-        rows, args.format, columns=["name", "id", "key", "order", "target_size", "created"]
+        rows,
+        args.format,
+        columns=["name", "id", "key", "order", "target_size", "created", "schema_mode"],
     )
 
 

@@ -18,6 +18,7 @@ from lake_core.commit import Commit
 from lake_core.errors import NotFoundError, UsageError
 from lake_core.loading import Source, read_sources
 from lake_core.pool import MAIN, Pool
+from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.writer import WriteOptions, write_objects
 
 
@@ -99,6 +100,9 @@ def rewrite_partition(
     snap = pool.snapshot(pool.tip(branch))
     table, _ = read_sources(sources, fmt, snap.schema)
     if table.num_rows:
+        mode, what = pool.config.schema_mode, f"the input of partition {value}"
+        check_new_columns(mode, pool.name, snap.schema, table.schema, what)
+        check_key_present(mode, pool.name, pool.config.key, table, what)
         groups = spec.split(table)
         wrong = [v for v, _ in groups if v != value]
         if wrong:
