@@ -29,6 +29,8 @@ Column = Any
 
 # Control characters other than \n, \r, \t: json.dumps writes them as \u00XX.
 _RARE_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
+_NEEDS_ESCAPE = r"[\\\"\x00-\x1f]"
+_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 _CSV_SPECIAL = r"[\",\r\n]"
 
 
@@ -99,10 +101,12 @@ def _json_scalar_text(col: Column) -> Column:
 
 def _json_string(text: Column) -> Column:
     """Strings as JSON string literals."""
-    if pc.any(pc.match_substring_regex(text, _RARE_CONTROL)).as_py():
-        return _python(text, _compact_json)
-    for raw, escaped in (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
-        text = pc.replace_substring(text, raw, escaped)
+    # One scan decides: most columns hold nothing to escape and are only wrapped in quotes.
+    if pc.any(pc.match_substring_regex(text, _NEEDS_ESCAPE)).as_py():
+        if pc.any(pc.match_substring_regex(text, _RARE_CONTROL)).as_py():
+            return _python(text, _compact_json)
+        for raw, escaped in _ESCAPES:
+            text = pc.replace_substring(text, raw, escaped)
     return pc.binary_join_element_wise('"', text, '"', "")
 
 
