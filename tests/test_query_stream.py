@@ -169,3 +169,22 @@ def test_closed_pipe_is_quiet(big_pool: str) -> None:
         )
         assert proc.returncode == 0 and proc.stderr == "", (fmt, proc.stderr)
         assert len(proc.stdout.splitlines()) == 2
+
+
+def test_progress_passes_batches_through_and_draws_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lake_core.cli import progress
+
+    monkeypatch.setattr(progress, "_DELAY_SECONDS", 0.0)
+    schema = pa.schema([("n", pa.int64())])
+    batches = [
+        pa.record_batch([pa.array(range(i * 10, i * 10 + 10))], schema=schema) for i in range(3)
+    ]
+    with progress.batch_progress(iter(batches), 3, lambda: 2, enabled=True) as shown:
+        assert list(shown) == batches
+    out, err = capsys.readouterr()
+    assert out == "" and "30 rows" in err
+    with progress.batch_progress(iter(batches), 3, lambda: 2, enabled=False) as shown:
+        assert list(shown) == batches
+    assert capsys.readouterr() == ("", "")

@@ -38,7 +38,8 @@ def batch_progress(
         MofNCompleteColumn(),
         TextColumn("{task.fields[rows]:,} rows"),
         TimeElapsedColumn(),
-        console=Console(file=sys.stderr),
+        # The caller enables progress only for a terminal on stderr.
+        console=Console(file=sys.stderr, force_terminal=True),
         transient=True,
         auto_refresh=False,
     )
