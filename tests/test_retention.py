@@ -8,10 +8,7 @@ periods are tested without sleeping; only the race test runs on the real clock.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing as mp
 import os
-import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -526,95 +523,5 @@ def test_purge_of_an_unknown_commit_is_not_found(lake_uri: str) -> None:
     assert all_keys(pool) == before
 
 
-# -- a real race --------------------------------------------------------------------------------
-
-RACE_LOAD_SECONDS = 6.0
-RACE_GRACE = timedelta(seconds=3)
-RACE_VACATE_LAG = timedelta(seconds=2)
-
-
-def _race_loader(uri: str, name: str, seconds: float, out: Any) -> None:
-    from tests.workers import rows_for
-
-    pool = Lake.open(LakeConfig(uri=uri, user="loader")).pool(name)
-    acked = []
-    deadline = time.monotonic() + seconds
-    i = 0
-    while time.monotonic() < deadline:
-        load(pool, [rows_for(0, i)], message=f"race load {i}")
-        acked.append(i)  # acknowledged: load() returned
-        i += 1
-    out.put(("loader", acked))
-
-
-def _race_cleaner(uri: str, name: str, stop: Any, out: Any) -> None:
-    from lake_core.errors import CommitConflictError
-    from lake_core.maintenance.compact import compact
-    from lake_core.maintenance.vacate import plan_tails
-
-    lake = Lake.open(LakeConfig(uri=uri, user="cleaner"))
-    pool = lake.pool(name)
-    runs = tombstoned = orphans = commits = 0
-    with lake.locks() as locks:
-        while not stop.is_set():
-            with locks.maintenance_lock(pool.id, timeout=60) as held:
-                try:
-                    compact(pool, guard=held.check)  # tombstones its sources
-                except CommitConflictError:
-                    pass
-                before = pool.clock.now() - RACE_VACATE_LAG
-                if plan_tails(pool, before):
-                    vacate(pool, before, guard=held.check)
-                r = cleanup(pool, RACE_GRACE, guard=held.check)
-            runs += 1
-            tombstoned += r.tombstoned
-            orphans += r.orphans
-            commits += r.commits
-    out.put(("cleaner", runs, tombstoned, orphans, commits))
-
-
-@pytest.mark.slow
-def test_cleanup_racing_loads_keeps_every_acknowledged_row(lake_uri: str) -> None:
-    """One process loads continuously; another, under the maintenance lock, compacts, vacates
-    history older than 2 s and cleans up, over and over. Every acknowledged row must be there,
-    exactly once and readable, at the end.
-
-    Why not grace 0: a load writes its objects first and commits them after, and between the
-    two they are unreferenced files, exactly like orphans. A cleanup with grace 0 landing in
-    that gap deletes them and the load is then acknowledged with missing data (shown
-    deterministically in the orphan test). The grace period must exceed the longest gap between
-    a writer's first object and its commit; here 3 s of real time, which also covers a commit
-    object waiting for its journal append and a temp file waiting for its rename. The clock is
-    real in this test because two processes share it; the single-process tests use a fake one.
-    """
-    _, lake = make_lake(lake_uri)
-    lake.create_pool("race", "ts:asc", target_size=64 * 1024)
-    ctx = mp.get_context("spawn")
-    out, stop = ctx.Queue(), ctx.Event()
-    loader = ctx.Process(target=_race_loader, args=(lake_uri, "race", RACE_LOAD_SECONDS, out))
-    cleaner = ctx.Process(target=_race_cleaner, args=(lake_uri, "race", stop, out))
-    cleaner.start()
-    loader.start()
-    try:
-        loader.join(120)
-        assert loader.exitcode == 0
-    finally:
-        stop.set()
-        cleaner.join(120)
-        for proc in (loader, cleaner):
-            if proc.is_alive():
-                proc.terminate()
-    assert cleaner.exitcode == 0
-    reports = {r[0]: r[1:] for r in (out.get(timeout=10), out.get(timeout=10))}
-    (acked,) = reports["loader"]
-    runs, tombstoned, _orphans, _commits = reports["cleaner"]
-    assert len(acked) >= 5 and runs >= 2
-    assert tombstoned > 0  # cleanup really deleted compacted-away objects during the race
-
-    pool = Lake.open(LakeConfig(uri=lake_uri)).pool("race")
-    t = pool.read()
-    got = Counter(zip(t["w"].to_pylist(), t["i"].to_pylist(), t["j"].to_pylist(), strict=True))
-    assert got == Counter((0, i, j) for i in acked for j in range(3))
-    assert_objects_intact(pool)
-    for c in pool.log():  # every retained commit reads in full
-        assert pool.read(c.id).num_rows == pool.snapshot(c.id).count
+# The real race (loaders, deletes, compaction, vacate and cleanup with grace 0, in separate
+# processes) is tests/test_maintenance_race.py.
