@@ -109,7 +109,7 @@ def delete_where(
         raise NoRowsMatchedError(f"no rows match {where}")
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     adds: list[ObjectMeta] = []
-    try:
+    with pool.discarding_on_failure(adds):
         for t, partition in survivors:
             adds += write_objects(
                 pool.store,
@@ -129,9 +129,6 @@ def delete_where(
             meta=meta,
             message=message or f"deleted rows where {where} (rewrote {len(deletes)} objects)",
         )
-    except BaseException:
-        pool.discard_objects(adds)
-        raise
 
 
 def _drop_all_null_columns(table: pa.Table, obj: ObjectMeta) -> pa.Table:

@@ -157,12 +157,15 @@ class RetriesExhaustedError(CommitConflictError):
 
 class CommitStateUnknownError(LakeError):
     """The commit may or may not have landed (e.g. the store failed mid-append). Do not retry
-    blindly: re-read the branch and look for the commit id."""
+    blindly: re-read the branch (``pool@branch``) and look for the commit id. Nothing the
+    operation wrote may be deleted while this is unresolved: the commit may be the tip."""
 
-    def __init__(self, commit_id: str, detail: str) -> None:
-        super().__init__(commit_id, detail)
+    def __init__(self, commit_id: str, detail: str, pool: str = "", branch: str = "") -> None:
+        super().__init__(commit_id, detail, pool, branch)
         self.commit_id = commit_id
         self.detail = detail
+        self.pool = pool
+        self.branch = branch
 
     def __str__(self) -> str:
         return f"state of commit {self.commit_id} unknown: {self.detail}"

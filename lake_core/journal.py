@@ -19,6 +19,7 @@ append and the HEAD update leaves a committed entry that the next reader finds b
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -181,19 +182,29 @@ class Journal:
         raised to the previous entry's time if earlier.
 
         Raises ObjectExistsError when another writer took that number first (nothing was
-        written: re-read and retry), ObjectStoreError on failure."""
+        written: re-read and retry; our own first try of a retried request counts as
+        success), ObjectStoreError on failure — then the entry may or may not have landed."""
         n = after.n + 1
         now = at or self.clock.now()
         if after.ts is not None and now < after.ts:
             now = after.ts  # keep journal time monotonic under clock skew
         state = apply_actions(after.state, actions)
+        # The nonce makes the entry's bytes this append's alone, so a 412 on a retried request
+        # whose first try landed is recognised by reading the entry back (see
+        # ObjectStore.put_if_missing_idempotent). Readers ignore it.
         data = encode_doc(
             JOURNAL_FORMAT,
             JOURNAL_VERSION,
-            {"n": n, "ts": to_iso(now), "actions": actions, "state": state},
+            {
+                "n": n,
+                "ts": to_iso(now),
+                "actions": actions,
+                "state": state,
+                "nonce": uuid.uuid4().hex,
+            },
         )
         if self.append_lock is None:
-            self.store.put_if_missing(self.entry_key(n), data)
+            self.store.put_if_missing_idempotent(self.entry_key(n), data)
         else:
             with self.append_lock() as held:
                 if self.store.exists(self.entry_key(n)):

@@ -125,11 +125,12 @@ def load(
     on_object: Callable[[ObjectMeta], None] | None = None,
 ) -> Commit:
     """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure.
-    The commit point must come within the write window (see :mod:`lake_core.inflight`)."""
+    On CommitStateUnknownError the objects stay: the commit may have landed. The commit point
+    must come within the write window (see :mod:`lake_core.inflight`)."""
     started = pool.clock.now()
     objects, schema = write_sources(pool, sources, branch, fmt, on_object)
     names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
-    try:
+    with pool.discarding_on_failure(objects):
         return pool.commit(
             branch,
             objects,
@@ -141,9 +142,6 @@ def load(
             source=names,
             guard=write_window_guard(pool.clock, started),
         )
-    except BaseException:
-        pool.discard_objects(objects)
-        raise
 
 
 def stage(
@@ -168,12 +166,9 @@ def stage(
         "schema": encode_schema(schema),
         "objects": [o.to_json() for o in objects],
     }
-    try:
+    with pool.discarding_on_failure(objects):
         check_write_window(pool.clock, started)
-    except BaseException:
-        pool.discard_objects(objects)
-        raise
-    pool.store.put_if_missing(
+    pool.store.put_if_missing_idempotent(
         staged_key(pool.id, staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
     )
     return staged

@@ -22,7 +22,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -437,15 +437,21 @@ class Pool:
         author = author or self.lake_config.user
         retry = self.lake_config.retry
         pending: Commit | None = None
-        # While an append is in flight its outcome is unknown: the commit object must then be
-        # left alone, since a journal entry may already point at it.
-        appending = False
+        # Invariant: ``pending`` is only ever discarded while no journal entry can point at it:
+        # every earlier append of it was proven lost (its entry number holds another writer's
+        # entry). From the moment an append starts until it is proven lost, the outcome is
+        # open: whatever escapes then (a store failure, Ctrl-C) is CommitStateUnknownError and
+        # the commit object is kept.
+        in_flight = False
         try:
             for attempt in range(retry.max_attempts):
                 head = self.journal.read_head()
                 if branch not in head.state:
                     raise BranchNotFoundError(branch, f"in pool {self.name}")
                 parent_id: str | None = head.state[branch]
+                if pending is not None and parent_id == pending.id:
+                    # Only possible if an append judged lost landed after all: we won.
+                    return self._committed(pending)
                 if pending is None or pending.parent != parent_id:
                     if pending is not None:
                         self._discard_commit(pending)
@@ -466,28 +472,42 @@ class Pool:
                 action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
                 if guard is not None:
                     guard()
-                try:
-                    appending = True
-                    self.journal.append(head, [action], at=pending.date)
-                    appending = False
-                except ObjectExistsError:
-                    appending = False
-                    if self._won_anyway(head.n + 1, pending.id):
-                        return self._committed(pending)
-                    self._backoff(attempt)
-                    continue
-                except ObjectStoreError as e:
-                    appending = False
-                    if self._won_anyway(head.n + 1, pending.id):
-                        return self._committed(pending)
-                    unknown_id, pending = pending.id, None  # unknown: keep its commit object
-                    raise CommitStateUnknownError(unknown_id, str(e)) from e
-                return self._committed(pending)
+                in_flight = True
+                if self._append(head, action, pending, branch):
+                    return self._committed(pending)
+                in_flight = False  # proven lost: no entry points at ``pending``
+                self._backoff(attempt)
             raise RetriesExhaustedError(f"commit to {self.name}@{branch}", retry.max_attempts)
-        except BaseException:
-            if pending is not None and not appending:
+        except CommitStateUnknownError:
+            raise  # keep ``pending``: an entry may point at it
+        except BaseException as e:
+            if pending is not None and in_flight:
+                raise CommitStateUnknownError(
+                    pending.id,
+                    f"interrupted during the commit point ({type(e).__name__})",
+                    pool=self.name,
+                    branch=branch,
+                ) from e
+            if pending is not None:
                 self._discard_commit(pending)
             raise
+
+    def _append(
+        self, head: JournalEntry, action: dict[str, Any], commit: Commit, branch: str
+    ) -> bool:
+        """The commit point: append entry ``head.n + 1`` moving ``branch`` to ``commit``.
+        True: it landed. False: proven lost (another writer's entry holds that number, so ours
+        never can). Otherwise raises CommitStateUnknownError."""
+        try:
+            self.journal.append(head, [action], at=commit.date)
+            return True
+        except ObjectExistsError:
+            # Taken, and not by our own retried request (append recognises that); the
+            # read-back below confirms whose it is.
+            failure = "the journal entry exists"
+        except Exception as e:  # noqa: BLE001 - any failure mid-append leaves the outcome open
+            failure = str(e) or type(e).__name__
+        return self._won_anyway(head.n + 1, commit.id, branch, failure)
 
     def _committed(self, commit: Commit) -> Commit:
         self._commits.put(commit.id, commit)
@@ -498,14 +518,21 @@ class Pool:
             self._snapshots.put(commit.id, apply(parent, commit))
         return commit
 
-    def _won_anyway(self, n: int, commit_id: str) -> bool:
-        """After a failed append: did entry ``n`` land with our commit (a retried request whose
-        first try succeeded)?"""
+    def _won_anyway(self, n: int, commit_id: str, branch: str, failure: str) -> bool:
+        """After a failed append of entry ``n``, read it back. Ours → True (a retried request
+        whose first try landed). Another writer's → False: lost for sure. Missing or
+        unreadable, or the read-back failing → CommitStateUnknownError: a failed read-back is
+        "unknown", never "lost", and a missing entry may still be written by a request that
+        is in flight."""
         try:
             entry = self.journal.read_entry(n)
-        except (ObjectNotFoundError, ObjectStoreError, CorruptObjectError):
-            return False
-        return any(a.get("value") == commit_id for a in entry.actions)
+        except ObjectNotFoundError:
+            why = f"{failure}; entry {n} is not there (yet)"
+        except (ObjectStoreError, CorruptObjectError) as e:
+            why = f"{failure}; reading entry {n} back failed: {e}"
+        else:
+            return any(a.get("value") == commit_id for a in entry.actions)
+        raise CommitStateUnknownError(commit_id, why, pool=self.name, branch=branch)
 
     def _write_commit(
         self,
@@ -580,9 +607,9 @@ class Pool:
             snap = apply(parent_snap, commit)
             # The snapshot lands before the commit object, so a commit that says it has one
             # always does.
-            self.store.put_if_missing(snapshot_key(self.id, commit.id), snap.encode())
+            self.store.put_if_missing_idempotent(snapshot_key(self.id, commit.id), snap.encode())
             self._snapshots.put(commit.id, snap)
-        self.store.put_if_missing(commit_key(self.id, commit.id), commit.encode())
+        self.store.put_if_missing_idempotent(commit_key(self.id, commit.id), commit.encode())
         return commit
 
     def _discard_commit(self, commit: Commit) -> None:
@@ -596,9 +623,32 @@ class Pool:
         self._snapshots.pop(commit.id, None)
 
     def discard_objects(self, objects: list[ObjectMeta]) -> None:
-        """Best-effort removal of data objects a failed operation wrote."""
+        """Best-effort removal of data objects a failed operation wrote. Callers use
+        :meth:`discarding_on_failure`, which knows when removal is safe."""
         keys = [data_key(self.id, o.id) for o in objects]
+        if not keys:
+            return
         try:
             self.store.delete_many(keys)
         except ObjectStoreError:
             pass  # orphans; cleanup will find them
+
+    @contextmanager
+    def discarding_on_failure(self, objects: list[ObjectMeta]) -> Iterator[None]:
+        """Remove ``objects`` (data objects the block wrote for a commit) if the block fails
+        in a way known to have committed nothing. The list is read when the block fails, so
+        objects appended to it inside the block count.
+
+        The rule: nothing is discarded while a commit's outcome is unknown. A
+        CommitStateUnknownError (the append failed or was interrupted and the read-back did
+        not settle it; :meth:`commit` turns Ctrl-C during the append into one) leaves
+        everything in place, since the commit may be the tip; cleanup removes the objects
+        later if it was not. Any other failure (a conflict, a schema error, a store error or
+        Ctrl-C before the commit point) committed nothing, so the objects are removed."""
+        try:
+            yield
+        except CommitStateUnknownError:
+            raise
+        except BaseException:
+            self.discard_objects(objects)
+            raise

@@ -82,6 +82,6 @@ def spark_compact(
     adds = [ObjectMeta.from_json(o) for r in results for o in r.objects]
     failed = next((r.error for r in results if r.error is not None), None)
     if failed is not None:
-        pool.discard_objects(adds)
-        failed.reraise()
+        with pool.discarding_on_failure(adds):
+            failed.reraise()
     return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)

@@ -541,7 +541,7 @@ def spark_load(
     objects = [
         ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects
     ]
-    try:
+    with pool.discarding_on_failure(objects):
         for r in sorted(results, key=lambda r: r.bucket):
             if r.error is not None:
                 r.error.reraise()
@@ -556,6 +556,3 @@ def spark_load(
             source=", ".join(names),
             guard=write_window_guard(pool.clock, started),
         )
-    except BaseException:
-        pool.discard_objects(objects)
-        raise

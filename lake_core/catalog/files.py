@@ -121,8 +121,10 @@ class CatalogFiles:
         return self.store.exists(self.key(path))
 
     def write_new(self, path: str, data: bytes) -> None:
-        """Create ``path``; raises ObjectExistsError if it exists."""
-        self.store.put_if_missing(self.key(path), data)
+        """Create ``path``; raises ObjectExistsError if it exists. Every path written here is
+        fresh (a UUID) or its bytes carry the transaction id (a version root), so a retried
+        request whose first try landed is recognised as success by its bytes."""
+        self.store.put_if_missing_idempotent(self.key(path), data)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Create fresh files in parallel (none is reachable until a root names it)."""

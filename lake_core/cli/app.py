@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from lake_core.errors import LakeError, LakeWarning, UsageError
+from lake_core.errors import CommitStateUnknownError, LakeError, LakeWarning, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -451,6 +451,15 @@ def _quiet_libraries() -> None:
         logger.propagate = False
 
 
+def unknown_commit_hint(e: CommitStateUnknownError) -> str:
+    """How to resolve an unknown commit outcome: look for the commit id on the branch."""
+    where = f"{e.pool}@{e.branch}" if e.pool and e.branch else "POOL@BRANCH"
+    return (
+        f"run `lake log -p {where}` to see whether commit {e.commit_id} landed "
+        f"(its data was kept; if it did not land, run the command again)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _quiet_libraries()
     parser = build_parser()
@@ -478,6 +487,9 @@ def _run(args: argparse.Namespace) -> int:
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
+    except CommitStateUnknownError as e:
+        sys.stderr.write(f"error: {e}; {unknown_commit_hint(e)}\n")
+        return 1
     except LakeError as e:
         sys.stderr.write(f"error: {e}\n")
         return 1

@@ -119,7 +119,8 @@ def commit_compaction(
     message: str = "",
 ) -> CompactionResult:
     """One commit adding ``adds`` and deleting every source of ``runs``. On any failure
-    (a source deleted meanwhile is a conflict) the written objects are removed."""
+    (a source deleted meanwhile is a conflict) the written objects are removed — except when
+    the commit's outcome is unknown (CommitStateUnknownError): then it may be the tip."""
     deletes = [o.id for r in runs for o in r.objects]
     bytes_in = sum(o.size for r in runs for o in r.objects)
     bytes_out = sum(o.size for o in adds)
@@ -130,7 +131,7 @@ def commit_compaction(
         "bytes_in": bytes_in,
         "bytes_out": bytes_out,
     }
-    try:
+    with pool.discarding_on_failure(adds):
         commit = pool.commit(
             branch,
             adds,
@@ -141,9 +142,6 @@ def commit_compaction(
             meta={"compaction": stats},
             extra={"kind": "compaction"},
         )
-    except BaseException:
-        pool.discard_objects(adds)
-        raise
     return CompactionResult(commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out)
 
 
@@ -165,14 +163,11 @@ def compact(
     schema = snap.schema or pa.schema([])
     adds: list[ObjectMeta] = []
     written: list[ObjectMeta] = []  # everything that landed, even from a run that then failed
-    try:
+    with pool.discarding_on_failure(written):
         for i, run in enumerate(runs):
             if on_run is not None:
                 on_run(i, len(runs), run)
             adds += write_run(pool, run, schema, on_object=written.append)
-    except BaseException:
-        pool.discard_objects(written)
-        raise
     return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)
 
 

@@ -118,7 +118,7 @@ def rewrite_partition(
         if table.num_rows
         else []
     )
-    try:
+    with pool.discarding_on_failure(adds):
         return pool.commit(
             branch,
             adds,
@@ -130,6 +130,3 @@ def rewrite_partition(
             incoming_schema=table.schema if table.num_rows else None,
             extra={"kind": "partition-rewrite"},
         )
-    except BaseException:
-        pool.discard_objects(adds)
-        raise

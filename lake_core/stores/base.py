@@ -88,6 +88,35 @@ class ObjectStore(abc.ABC):
             return False
         return True
 
+    def put_if_missing_idempotent(self, key: str, data: bytes) -> None:
+        """``put_if_missing`` for a key and bytes unique to this writer (a fresh KSUID or UUID
+        key, or contents that embed one): a request retried by the SDK after its response was
+        lost finds its own first try there and gets ``ObjectExistsError``, yet it succeeded.
+        So on ``ObjectExistsError`` read the object back: the same bytes are success, other
+        bytes re-raise ``ObjectExistsError``. A read-back that fails raises ObjectStoreError
+        (the outcome is then unknown; callers must not assume nothing was written).
+
+        Sound only where no other writer can produce the same bytes under the same key:
+        never use it for a key that writers race for with identical contents."""
+        from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
+
+        try:
+            self.put_if_missing(key, data)
+            return
+        except ObjectExistsError:
+            pass
+        try:
+            existing = self.get(key)
+        except ObjectNotFoundError:
+            # It existed a moment ago and is gone: not ours to judge, so not a success.
+            raise ObjectExistsError(key) from None
+        except ObjectStoreError as e:
+            raise ObjectStoreError(
+                key, f"put-if-missing answered 'exists' and reading it back failed: {e.detail}"
+            ) from e
+        if existing != data:
+            raise ObjectExistsError(key)
+
     def delete_many(self, keys: builtins.list[str]) -> None:
         """Delete each key; backends may batch."""
         for key in keys:

@@ -15,6 +15,7 @@ messages carry only the bucket, the key and the service's error code.
 from __future__ import annotations
 
 import builtins
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,20 @@ def _status(err: ClientError) -> int:
     return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
+def _retries() -> dict[str, Any]:
+    """boto3's retries: standard mode, 8 retries after the first try, unless the standard
+    ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an
+    explicit Config would silently override them). A retried write whose first try landed
+    answers 412 on put-if-missing: see ObjectStore.put_if_missing_idempotent."""
+    out: dict[str, Any] = {"mode": os.environ.get("AWS_RETRY_MODE") or "standard"}
+    total = os.environ.get("AWS_MAX_ATTEMPTS")
+    if total and total.strip().isdigit() and int(total) >= 1:
+        out["total_max_attempts"] = int(total)
+    else:
+        out["max_attempts"] = 8
+    return out
+
+
 class S3ObjectStore(ObjectStore):
     """Objects under ``s3://bucket/prefix``. One boto3 client per store (thread-safe)."""
 
@@ -55,8 +70,7 @@ class S3ObjectStore(ObjectStore):
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self._client: S3Client = client or boto3.client(
-            "s3",
-            config=Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=32),
+            "s3", config=Config(retries=_retries(), max_pool_connections=32)
         )
 
     @classmethod
