@@ -28,6 +28,7 @@ from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStore
 from lake_core.stores.base import ObjectInfo, ObjectStore
 
 if TYPE_CHECKING:
+    from botocore.config import _RetryDict
     from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -42,12 +43,15 @@ def _status(err: ClientError) -> int:
     return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
-def _retries() -> dict[str, Any]:
+def _retries() -> _RetryDict:
     """boto3's retries: standard mode, 8 retries after the first try, unless the standard
     ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an
     explicit Config would silently override them). A retried write whose first try landed
     answers 412 on put-if-missing: see ObjectStore.put_if_missing_idempotent."""
-    out: dict[str, Any] = {"mode": os.environ.get("AWS_RETRY_MODE") or "standard"}
+    mode = os.environ.get("AWS_RETRY_MODE")
+    out: _RetryDict = {
+        "mode": "legacy" if mode == "legacy" else "adaptive" if mode == "adaptive" else "standard"
+    }
     total = os.environ.get("AWS_MAX_ATTEMPTS")
     if total and total.strip().isdigit() and int(total) >= 1:
         out["total_max_attempts"] = int(total)
