@@ -12,8 +12,14 @@ The commit protocol (see docs/architecture.md):
    Winning that put is the commit point. Losing it means someone else appended N+1: re-read,
    re-check (rebase) and retry with jittered backoff, within the retry budget.
 
-Anything written by a failed or abandoned attempt is unreferenced: cleanup removes it after a
-grace period. No step ever overwrites a file other than the HEAD hint.
+   A lost race is proven (entry N+1 read back holds another writer's commit) before the
+   commit object is dropped. Any other failure of the append leaves the outcome open: read
+   entry N+1 back; ours is success, anything short of proof is CommitStateUnknownError.
+
+Nothing is discarded while a commit's outcome is unknown: callers wrap their writes and the
+commit in :meth:`Pool.discarding_on_failure`. Anything written by a failed or abandoned attempt
+is unreferenced: cleanup removes it after a grace period. No step ever overwrites a file other
+than the HEAD hint.
 """
 
 from __future__ import annotations

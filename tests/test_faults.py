@@ -503,3 +503,90 @@ def test_processes_load_and_compact_under_random_faults(
     check_lake(uri, {"main": got})
     _cleanup(pool)
     check_lake(uri, {"main": got})
+
+
+# -- Ctrl-C around the commit point (local store, interrupt injected by a store wrapper) ------
+
+
+class InterruptingStore(LocalObjectStore):
+    """A local store that raises KeyboardInterrupt on the first put-if-missing of a key
+    matching ``pattern``, after writing it (``land``) or before."""
+
+    def __init__(self, root: Any, pattern: str, land: bool) -> None:
+        super().__init__(root)
+        self.pattern, self.land, self.fired = pattern, land, False
+
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        import re
+
+        if not self.fired and re.search(self.pattern, key):
+            self.fired = True
+            if self.land:
+                super().put_if_missing(key, data)
+            raise KeyboardInterrupt
+        super().put_if_missing(key, data)
+
+
+def _data_objects(store: LocalObjectStore, pool: Pool) -> set[str]:
+    return {i.key for i in store.list(f"pools/{pool.id}/data/")}
+
+
+@pytest.mark.parametrize("land", [True, False], ids=["landed", "not-landed"])
+def test_ctrl_c_during_the_append_is_unknown_and_discards_nothing(
+    tmp_path: Any, land: bool
+) -> None:
+    uri = str(tmp_path / "lake")
+    setup_pool(uri)
+    store = InterruptingStore(uri, JOURNAL, land)  # journal entries
+    pool = Lake.open(LakeConfig(uri=uri), store=store).pool("p")
+    before = rows(pool, "main")
+    objects_before = _data_objects(store, pool)
+    with pytest.raises(CommitStateUnknownError) as info:
+        load(pool, [rows_for(7, 0)])
+    assert store.fired and isinstance(info.value.__cause__, KeyboardInterrupt)
+    assert (info.value.pool, info.value.branch) == ("p", "main")
+    assert len(_data_objects(store, pool)) == len(objects_before) + 1  # nothing discarded
+    check = Lake.open(LakeConfig(uri=uri)).pool("p")
+    assert (info.value.commit_id in log_ids(check, "main")) == land
+    assert rows(check, "main") == (sorted(before + load_rows(7, 0)) if land else before)
+    assert_objects_intact(check)
+
+
+def test_ctrl_c_before_the_commit_point_discards_the_objects(tmp_path: Any) -> None:
+    uri = str(tmp_path / "lake")
+    setup_pool(uri)
+    store = InterruptingStore(uri, r"/commits/.*\.json$", land=False)  # the commit object
+    pool = Lake.open(LakeConfig(uri=uri), store=store).pool("p")
+    objects_before = _data_objects(store, pool)
+    logs = log_ids(pool, "main")
+    with pytest.raises(KeyboardInterrupt):
+        load(pool, [rows_for(7, 0)])
+    assert store.fired
+    assert _data_objects(store, pool) == objects_before  # known to have committed nothing
+    assert log_ids(Lake.open(LakeConfig(uri=uri)).pool("p"), "main") == logs
+
+
+# -- the catalog: the same rule for its version roots -----------------------------------------
+
+
+def test_catalog_commit_with_unknown_outcome_deletes_nothing(
+    proxy: FaultProxy, s3_bucket: str
+) -> None:
+    """The catalog root PUT lands, its answer is lost, S3 is down: the transaction must not
+    delete the definition and node files the landed root names (that would make every pool
+    unreachable)."""
+    uri = f"s3://{s3_bucket}/lake"
+    setup_pool(uri)
+    lake = Lake.open(LakeConfig(uri=uri))
+    lost = proxy.add(Rule("lost", method="PUT", key=r"/catalog/vn/", then_outage=5))
+    with pytest.raises(CommitStateUnknownError):
+        lake.create_pool("q", "ts:asc")
+    proxy.clear()
+    assert lost.fired == 1
+    check = Lake.open(LakeConfig(uri=uri))
+    assert sorted(str(c.name) for c in check.pools()) == ["p", "q"]  # it landed, whole
+    load(check.pool("q"), [rows_for(3, 0)])
+    assert rows(check.pool("q"), "main") == load_rows(3, 0)
+    assert rows(check.pool("p"), "main") == sorted(
+        [r for i in range(4) for r in load_rows(0, i)]
+    )

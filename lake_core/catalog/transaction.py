@@ -37,6 +37,7 @@ from lake_core.catalog.state import CatalogState, Snapshot
 from lake_core.catalog.versions import LATEST_HINT, version_path
 from lake_core.errors import (
     CatalogConflictError,
+    CommitStateUnknownError,
     EmptyTransactionError,
     LakeError,
     NotFoundError,
@@ -93,6 +94,9 @@ class Transaction:
         self._rollback: _Rollback | None = None
         self.committed_version: int | None = None
         self._saved = False
+        #: Set when a commit's outcome is unknown: the root may have landed and name what this
+        #: transaction wrote, so abort must delete nothing.
+        self._outcome_unknown = False
         self._rng = catalog.rng
 
     def __enter__(self) -> Transaction:
@@ -320,9 +324,35 @@ class Transaction:
                 delay = min(retry.max_delay, retry.base_delay * 2**attempt)
                 self.catalog.clock.sleep(self._rng.uniform(0, delay))
                 continue
+            except BaseException as e:
+                # The root may have landed (its answer lost, then the retries failed, or
+                # Ctrl-C): it would name our nodes and definitions. Only a read-back decides.
+                landed = self._read_back(target) if isinstance(e, Exception) else None
+                if landed is True:
+                    return self._finish(target)
+                if landed is False:
+                    files.delete_quietly(path for path, _ in nodes)
+                    self._rebase(target)
+                    continue
+                self._outcome_unknown = True
+                raise CommitStateUnknownError(
+                    f"catalog-{self.id}",
+                    f"writing catalog version {target} failed ({e or type(e).__name__}); "
+                    f"whether it landed shows in the catalog's history (transaction {self.id})",
+                ) from e
             return self._finish(target)
         self.abort()
         raise RetriesExhaustedError("committing catalog changes", retry.max_attempts)
+
+    def _read_back(self, version: int) -> bool | None:
+        """After a failed root write: True (ours landed), False (another transaction's root
+        holds ``version``: proven lost), None (missing — a request in flight may still write
+        it — unreadable, or the read failing: unknown)."""
+        try:
+            root = self.catalog.files.read_root(version)
+        except Exception:  # noqa: BLE001 - missing, unreadable or failing: all unknown
+            return None
+        return root.transaction_id == self.id
 
     def _landed(self, version: int) -> bool:
         """Whether the root at ``version`` is this transaction's own (a lost response)."""
@@ -366,7 +396,7 @@ class Transaction:
 
     def abort(self) -> None:
         """Give up: delete what this transaction wrote (nothing else can reach it)."""
-        if self.committed_version is None:
+        if self.committed_version is None and not self._outcome_unknown:
             self.catalog.files.delete_quietly(self._written)
             self._written = []
 

@@ -453,9 +453,8 @@ def _quiet_libraries() -> None:
 
 def unknown_commit_hint(e: CommitStateUnknownError) -> str:
     """How to resolve an unknown commit outcome: look for the commit id on the branch."""
-    where = f"{e.pool}@{e.branch}" if e.pool and e.branch else "POOL@BRANCH"
     return (
-        f"run `lake log -p {where}` to see whether commit {e.commit_id} landed "
+        f"run `lake log -p {e.pool}@{e.branch}` to see whether commit {e.commit_id} landed "
         f"(its data was kept; if it did not land, run the command again)"
     )
 
@@ -488,7 +487,8 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {e}\n")
         return 2
     except CommitStateUnknownError as e:
-        sys.stderr.write(f"error: {e}; {unknown_commit_hint(e)}\n")
+        hint = f"; {unknown_commit_hint(e)}" if e.pool and e.branch else ""
+        sys.stderr.write(f"error: {e}{hint}\n")
         return 1
     except LakeError as e:
         sys.stderr.write(f"error: {e}\n")
