@@ -23,7 +23,6 @@ from lake_core.clock import to_iso
 from lake_core.commit import Commit
 from lake_core.errors import (
     CommitConflictError,
-    CommitStateUnknownError,
     EmptyTransactionError,
     HistoryVacatedError,
     NoRowsMatchedError,
@@ -179,7 +178,7 @@ def _commit_plan(
     prune_columns: bool = False,
 ) -> Commit:
     written: list[ObjectMeta] = []
-    try:
+    with pool.discarding_on_failure(written):
         adds = _write_plan(pool, plan, written)
         return pool.commit(
             branch,
@@ -192,11 +191,6 @@ def _commit_plan(
             extra=extra,
             prune_columns=prune_columns,
         )
-    except CommitStateUnknownError:
-        raise  # the commit may have landed: its objects must stay
-    except BaseException:
-        pool.discard_objects(written)
-        raise
 
 
 def reverted_by(pool: Pool, tip: str | None, commit: Commit) -> str | None:
