@@ -347,6 +347,22 @@ def _add_maintenance(cmd: Any) -> None:
     _spark_flags(sp, m.cmd_compact, "cmd_compact")
 
     sp = cmd(
+        "retain",
+        m.cmd_retain,
+        "commit the removal of data older than DURATION (by a timestamp pool key or a "
+        "day/month/year partitioning)",
+        "  lake retain -p logs --older-than 90d\n  lake retain -p logs@dev --older-than 12h\n",
+    )
+    sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@BRANCH]")
+    sp.add_argument(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help="remove rows whose time is before now minus this, e.g. 90d, 12h",
+    )
+    m.add_lock_timeout(sp)
+
+    sp = cmd(
         "cleanup",
         m.cmd_cleanup,
         "delete tombstoned and orphaned files past the grace period (all branches, staged work)",

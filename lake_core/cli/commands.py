@@ -209,9 +209,7 @@ def cmd_query(args: argparse.Namespace) -> None:
     # Progress only for a person watching: a terminal on stderr, and not when the records
     # themselves go to that terminal (they would interleave with the bar).
     show = sys.stderr.isatty() and (args.output is not None or not sys.stdout.isatty())
-    with batch_progress(
-        batches, len(scan.objects), lambda: scan.stats.objects_read, show
-    ) as shown:
+    with batch_progress(batches, len(scan.objects), lambda: scan.stats.objects_read, show) as shown:
         reader = pa.RecordBatchReader.from_batches(scan.out_schema, shown)
         if args.output is not None and args.format != "parquet":
             with open(args.output, "w", encoding="utf-8", newline="") as f:

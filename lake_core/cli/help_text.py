@@ -14,9 +14,15 @@ _BY_COMMAND: dict[tuple[str, str], str] = {
     ("drop", "pool"): "the pool to drop",
     ("drop", "force"): "really drop it (required)",
     ("load", "pool"): "the pool, optionally @BRANCH to commit to (default main)",
-    ("load", "files"): "files to load (ndjson, json, csv, parquet, arrow; .gz read too); - is stdin",
+    (
+        "load",
+        "files",
+    ): "files to load (ndjson, json, csv, parquet, arrow; .gz read too); - is stdin",
     ("add", "pool"): "the pool, optionally @BRANCH the work is for (default main)",
-    ("add", "files"): "files to stage (ndjson, json, csv, parquet, arrow; .gz read too); - is stdin",
+    (
+        "add",
+        "files",
+    ): "files to stage (ndjson, json, csv, parquet, arrow; .gz read too); - is stdin",
     ("status", "pool"): "the pool whose staged work to list",
     ("commit", "pool"): "the pool, optionally @BRANCH to commit to (default main)",
     ("commit", "staged"): "ids printed by lake add",

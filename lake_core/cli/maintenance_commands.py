@@ -1,4 +1,5 @@
-"""``lake compact``, ``cleanup``, ``vacate``, ``purge``, ``partitions``, ``drop-partition``.
+"""``lake compact``, ``retain``, ``cleanup``, ``vacate``, ``purge``, ``partitions``,
+``drop-partition``.
 
 Every mutating maintenance command takes the pool's maintenance lock (ZooKeeper with ``--zk``
 or ``LAKE_ZOOKEEPER``, else a local file lock), plans only once it holds it, and checks the
@@ -65,6 +66,29 @@ def cmd_compact(args: argparse.Namespace) -> None:
         _say("nothing to compact")
         return
     _say(report.compacted(result))
+    _say(f"{result.commit.id} committed")
+
+
+def cmd_retain(args: argparse.Namespace) -> None:
+    from lake_core.maintenance import retain
+
+    older_than = parse_duration(args.older_than)
+    with _maintenance(args) as (pool, branch, held):
+        result = retain(pool, older_than, branch, guard=held.check)
+    if result.commit is None:
+        _say(f"nothing to retain: no {result.column} before {to_iso(result.cut)}")
+        return
+    parts = (
+        f"; partitions dropped: {', '.join(result.partitions_dropped)}"
+        if result.partitions_dropped
+        else ""
+    )
+    _say(
+        f"removed {report.count(result.rows_removed, 'row')} with {result.column} before "
+        f"{to_iso(result.cut)}: {report.count(result.dropped, 'object')} dropped, "
+        f"{report.count(result.rewritten, 'object')} rewritten "
+        f"(kept {report.count(result.rows_kept, 'row')}){parts}"
+    )
     _say(f"{result.commit.id} committed")
 
 

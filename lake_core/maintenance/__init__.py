@@ -1,4 +1,4 @@
-"""Maintenance: LSM compaction, partitions, vacate, cleanup and purge. Every operation here
+"""Maintenance: LSM compaction, partitions, retain, vacate, cleanup and purge. Every operation here
 runs under the pool's maintenance lock (see :mod:`lake_core.locks`) and passes the lock's
 ``check`` as the commit guard."""
 
@@ -17,6 +17,7 @@ from lake_core.maintenance.partitions import (
 )
 from lake_core.maintenance.policy import CompactionRun, plan_compaction
 from lake_core.maintenance.purge import PurgeResult, purge
+from lake_core.maintenance.retain import RetainResult, retain
 from lake_core.maintenance.vacate import VacateResult, vacate
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Fragmentation",
     "PartitionInfo",
     "PurgeResult",
+    "RetainResult",
     "VacateResult",
     "cleanup",
     "compact",
@@ -34,6 +36,7 @@ __all__ = [
     "list_partitions",
     "plan_compaction",
     "purge",
+    "retain",
     "rewrite_partition",
     "vacate",
 ]
