@@ -32,10 +32,10 @@ from lake_core.errors import (
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto
 from lake_core.ingest.schema import unify_schema
+from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import key_lt, span
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
-from lake_core.reader import open_object
 from lake_core.scan import _conform, object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
@@ -94,7 +94,7 @@ def delete_where(
         if not may_match(expr, object_stats(obj, schema), schema):
             continue
         table = _conform(
-            open_object(pool.store, data_key(pool.id, obj.id), obj.size).file.read(), schema
+            read_verified(pool.store, pool.id, obj, pool.name), schema
         )
         rows = pa.array(range(table.num_rows), pa.int64())
         hit = table.append_column(_ROW, rows).filter(predicate).column(_ROW)

@@ -134,6 +134,20 @@ class CorruptObjectError(LakeError):
         return f"corrupt lake metadata {self.key}: {self.detail}"
 
 
+class CorruptDataObjectError(LakeError):
+    """A data object is not the one its commit recorded (size, row count, columns or checksum
+    differ, or it does not decode): its rows are never returned."""
+
+    def __init__(self, object_id: str, pool: str, detail: str) -> None:
+        super().__init__(object_id, pool, detail)
+        self.object_id = object_id
+        self.pool = pool
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return f"data object {self.object_id} of pool {self.pool} is corrupt: {self.detail}"
+
+
 class CommitConflictError(LakeError):
     """A commit could not be applied on the current tip; nothing was committed."""
 

@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.errors import CorruptObjectError
+from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import TOP, key_lt, span
-from lake_core.objects import ObjectMeta, data_key
-from lake_core.reader import open_object
+from lake_core.objects import ObjectMeta
 from lake_core.rowsets import cancel, group_rows, pair_rows
 from lake_core.scan import _conform
 from lake_core.snapshot import Snapshot
@@ -113,7 +113,7 @@ class _Order:
 def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> pa.Table:
     """The rows of ``objects``, conformed to ``schema`` (one table, in the given order)."""
     tables = [
-        _conform(open_object(pool.store, data_key(pool.id, o.id), o.size).file.read(), schema)
+        _conform(read_verified(pool.store, pool.id, o, pool.name), schema)
         for o in objects
     ]
     return pa.concat_tables(tables) if tables else schema.empty_table()

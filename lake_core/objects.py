@@ -34,6 +34,9 @@ class ObjectMeta:
     columns: dict[str, ColumnMeta] = field(default_factory=dict)
     partition: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    #: ``"crc32:<hex>"`` of the object's bytes (see lake_core.integrity); None in commits
+    #: written before checksums were recorded.
+    checksum: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -48,6 +51,8 @@ class ObjectMeta:
             d["partition"] = self.partition
         if self.tags:
             d["tags"] = dict(self.tags)
+        if self.checksum is not None:
+            d["checksum"] = self.checksum
         return d
 
     @classmethod
@@ -61,6 +66,7 @@ class ObjectMeta:
             columns={k: ColumnMeta.from_json(v) for k, v in d.get("columns", {}).items()},
             partition=d.get("partition"),
             tags=dict(d.get("tags", {})),
+            checksum=d.get("checksum"),
         )
 
     def decoded_bound(self, key_fields: tuple[str, ...], which: str) -> list[Any] | None:

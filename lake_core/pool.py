@@ -371,7 +371,9 @@ class Pool:
         """A scan of the snapshot at ``ref`` (branch or commit; default main), optionally as of
         a time, filtered by a SQL ``where``; ``.reader()``, ``.to_table()``, ``.stats``."""
         snap = self.snapshot(self.resolve(ref, as_of))
-        return Scan(self.store, self.id, self.config.key, snap, where, columns, order)
+        scan = Scan(self.store, self.id, self.config.key, snap, where, columns, order)
+        scan.pool_name = self.name
+        return scan
 
     def read(self, ref: str | None = None, **kwargs: Any) -> pa.Table:
         """The records of ``ref`` as one Arrow table, in pool-key order (see :meth:`scan`)."""

@@ -22,9 +22,10 @@ import pyarrow.compute as pc
 
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
 from lake_core.expr import ColumnStats, columns_of, may_match, parse_predicate, to_arrow_expression
+from lake_core.integrity import open_verified
 from lake_core.keys import PoolKey
-from lake_core.objects import ObjectMeta, data_key
-from lake_core.reader import open_object, row_group_stats
+from lake_core.objects import ObjectMeta
+from lake_core.reader import row_group_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore
 
@@ -75,6 +76,9 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 class Scan:
     """A planned scan of one snapshot. Iterate :meth:`batches` once; read :attr:`stats` after."""
+
+    #: How errors name the pool (Pool.scan sets it; else the pool id).
+    pool_name: str | None = None
 
     def __init__(
         self,
@@ -147,7 +151,7 @@ class Scan:
         """The object's matching rows, in file order: one table per row group when
         ``stream``, else one table of all the groups (a single read, decoded in parallel)."""
         try:
-            opened = open_object(self.store, data_key(self.pool_id, obj.id), obj.size)
+            opened = open_verified(self.store, self.pool_id, obj, self.pool_name or self.pool_id)
         except ObjectNotFoundError:
             from lake_core.maintenance.purge import purged_by
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from lake_core.clock import SYSTEM_CLOCK, Clock
 from lake_core.ids import new_id
+from lake_core.integrity import checksum
 from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.stats import ColumnMeta, encode_value, table_meta
@@ -209,7 +210,8 @@ def write_objects(
         object_id = new_id(clock)
         data = sink.getvalue()
         footer = data.size - body
-        store.put(data_key(pool_id, object_id), data.to_pybytes())
+        payload = data.to_pybytes()
+        store.put(data_key(pool_id, object_id), payload)
         lo, hi = _key_bounds(keys.slice(start, pos - start), key)
         meta = ObjectMeta(
             id=object_id,
@@ -220,6 +222,7 @@ def write_objects(
             columns=_merge_stats(part_stats),
             partition=partition,
             tags=dict(tags or {}),
+            checksum=checksum(payload),
         )
         metas.append(meta)
         if on_object is not None:

@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         "objects",
         c.cmd_objects,
         "list the live data objects",
-        "  lake objects -p logs\n  lake objects -p logs@dev -f json\n",
+        "  lake objects -p logs\n  lake objects -p logs@dev -f json\n  lake objects -p logs --verify\n",
     )
     sp.add_argument("-p", dest="pool", required=True, metavar="POOL[@REF]")
     sp.add_argument("--as-of", metavar="TIME")
@@ -237,6 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print fragmentation as one JSON line: objects, overlapping_objects, "
         "small_objects, pending_runs, write_amplification",
+    )
+    sp.add_argument(
+        "--verify",
+        action="store_true",
+        help="read every listed object whole and check it against its commit (size, rows, "
+        "columns, checksum); exit 1 if any is corrupt",
     )
 
     sp = cmd(

@@ -258,7 +258,20 @@ def cmd_objects(args: argparse.Namespace) -> None:
         }
         for o in sorted(snap.objects.values(), key=lambda o: o.id)
     ]
-    write_records(rows, args.format, columns=["id", "min", "max", "count", "size"])
+    columns = ["id", "min", "max", "count", "size"]
+    if getattr(args, "verify", False):
+        from lake_core.integrity import raise_for_verdicts, verify_objects
+
+        metas = sorted(snap.objects.values(), key=lambda o: o.id)
+        verdicts = verify_objects(pool.store, pool.id, metas, pool.name)
+        for row, v in zip(rows, verdicts, strict=True):
+            row["verified"] = "ok" if v.problem is None else f"corrupt: {v.problem}"
+        columns.append("verified")
+        write_records(rows, args.format, columns=columns)
+        sys.stdout.flush()
+        raise_for_verdicts(verdicts, pool.name)
+        return
+    write_records(rows, args.format, columns=columns)
 
 
 def _readable_actions(commit: Any, pool: Pool) -> list[dict[str, Any]]:

@@ -60,6 +60,22 @@ def add_inspect_commands(cmd: Any) -> None:
     sp.add_argument("-f", dest="format", default="table", choices=["table", "json"], help=_FORMAT)
 
 
+    sp = cmd(
+        "verify",
+        cmd_verify,
+        "read every live object whole and check it against its commit",
+        "  lake verify -p logs\n  lake verify -p logs@dev -f json\n",
+    )
+    sp.add_argument(
+        "-p",
+        dest="pool",
+        required=True,
+        metavar="POOL[@REF]",
+        help="the pool (every branch's live objects), or only those of @BRANCH or @COMMIT-ID",
+    )
+    sp.add_argument("-f", dest="format", default="table", choices=["table", "json"], help=_FORMAT)
+
+
 _POOL_REF = "the pool, optionally @BRANCH or @COMMIT-ID (default main)"
 _AS_OF = "the branch as it was at this ISO 8601 time, e.g. 2026-01-05T10:00:00Z"
 _FORMAT = "output format (default table)"
@@ -134,3 +150,34 @@ def cmd_diff(args: argparse.Namespace) -> None:
         _say(f"+ {o.id}  {o.count:,} rows  {human_size(o.size)}")
     for o in sorted(diff.removed, key=lambda o: o.id):
         _say(f"- {o.id}  {o.count:,} rows  {human_size(o.size)}")
+
+
+def cmd_verify(args: argparse.Namespace) -> None:
+    from lake_core.integrity import raise_for_verdicts, verify_objects
+
+    pool, ref = _pool_ref(args)
+    tips = [pool.resolve(ref)] if ref is not None else list(pool.branches().values())
+    live: dict[str, Any] = {}
+    for tip in tips:
+        live.update(pool.snapshot(tip).objects)
+    metas = sorted(live.values(), key=lambda o: o.id)
+    verdicts = verify_objects(pool.store, pool.id, metas, pool.name)
+    rows = [
+        {
+            "id": v.object_id,
+            "size": v.size if args.format == "json" else human_size(v.size),
+            "checksum": v.checksummed,
+            "status": "ok" if v.problem is None else "corrupt",
+            "problem": v.problem,
+        }
+        for v in verdicts
+    ]
+    if args.format == "json" or any(v.problem for v in verdicts):
+        write_records(rows, args.format, columns=["id", "size", "checksum", "status", "problem"])
+        sys.stdout.flush()
+    raise_for_verdicts(verdicts, pool.name)
+    if args.format == "table":
+        total = sum(v.size for v in verdicts)
+        unsummed = sum(1 for v in verdicts if not v.checksummed)
+        note = f"; {unsummed} written before checksums were recorded" if unsummed else ""
+        _say(f"verified {len(verdicts)} objects ({human_size(total)}): all intact{note}")

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lake_core.commit import Commit
 from lake_core.errors import NotFoundError
+from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import (
     PLAN_SIZE_TAG,
     CompactionRun,
@@ -28,9 +29,8 @@ from lake_core.maintenance.policy import (
     planned_size,
     span,
 )
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
-from lake_core.reader import open_object
 from lake_core.scan import _conform
 from lake_core.writer import WriteOptions, sort_table, write_objects
 
@@ -65,7 +65,8 @@ def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
     run_schema = pa.schema([f for f in schema if f.name in names])
 
     def read(o: ObjectMeta) -> pa.Table:
-        table = open_object(pool.store, data_key(pool.id, o.id), o.size).file.read()
+        # Every byte is fetched anyway: check it is the object the commit recorded.
+        table = read_verified(pool.store, pool.id, o, pool.name)
         return _conform(table, run_schema)
 
     ordered = sorted(run.objects, key=lambda o: o.id)
