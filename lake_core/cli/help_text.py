@@ -72,6 +72,13 @@ _BY_DEST: dict[str, str] = {
     "target_size": "object size to aim for, e.g. 16KB, 64MB (default 128MB)",
 }
 
+#: metavar → help: the ``-p`` forms every command shares.
+_BY_METAVAR: dict[str, str] = {
+    "POOL": "the pool: NAME or NAMESPACE.NAME",
+    "POOL[@BRANCH]": "the pool, optionally @BRANCH (default main)",
+    "POOL[@REF]": "the pool, optionally @BRANCH or @COMMIT-ID (default main)",
+}
+
 _EXAMPLES: dict[str, str] = {
     "status": "  lake add -p logs a.ndjson\n  lake status -p logs\n  lake status -p logs -f json\n",
     "commit": "  lake commit -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM -m 'reviewed batch'\n"
@@ -89,4 +96,8 @@ def fill_help(parser: argparse.ArgumentParser, command: str = "") -> None:
                     sub.epilog = f"examples:\n{_EXAMPLES[name]}"
                 fill_help(sub, name)
         elif action.help is None:
-            action.help = _BY_COMMAND.get((command, action.dest)) or _BY_DEST.get(action.dest)
+            action.help = (
+                _BY_COMMAND.get((command, action.dest))
+                or _BY_DEST.get(action.dest)
+                or _BY_METAVAR.get(str(action.metavar))
+            )
