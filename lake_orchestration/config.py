@@ -17,7 +17,8 @@ A pools file looks like this (see ``lake_orchestration/pools.yaml`` and docs/orc
           lock_timeout: 600s
           compaction: {cron: "0 * * * *", max_overlapping_objects: 8, max_small_objects: 16,
                        running: false, sensor_running: false}
-          retention: {cron: "0 3 * * *", keep: 30d, grace: 1d, running: false}
+          retention: {cron: "0 3 * * *", data_older_than: 365d, keep: 30d, grace: 1d,
+                      running: false}
 
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the environment when the file is read (the
 edge); a relative landing folder is relative to the pools file. Nothing else reads the
@@ -75,14 +76,16 @@ class CompactionPolicy(_Frozen):
 
 
 class RetentionPolicy(_Frozen):
-    """Vacate history older than ``keep``, then clean up files tombstoned longer than ``grace``."""
+    """Retain data newer than ``data_older_than`` (``lake retain``; None: keep all data), then
+    vacate history older than ``keep``, then clean up files tombstoned longer than ``grace``."""
 
     cron: str | None = "0 3 * * *"
+    data_older_than: timedelta | None = None
     keep: timedelta = timedelta(days=30)
     grace: timedelta = timedelta(days=1)
     running: bool = False
 
-    @field_validator("keep", "grace", mode="before")
+    @field_validator("data_older_than", "keep", "grace", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> Any:
         return parse_duration(v) if isinstance(v, str) else v

@@ -2,17 +2,19 @@
 
 ``local`` calls lake_core in the run's process; ``spark`` calls lake_spark with the resource's
 Spark session (lake_spark is imported only then, so the local engine never starts a JVM).
-Partition rewrites, vacate and cleanup are metadata-heavy and always run locally.
+Cleanup plans locally either way and, on ``spark``, spreads its deletes over Spark tasks.
+Partition rewrites, retain and vacate are metadata-heavy and always run locally.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 from lake_core.commit import Commit
 from lake_core.loading import Source, load
-from lake_core.maintenance import CompactionResult, compact
+from lake_core.maintenance import CleanupResult, CompactionResult, cleanup, compact
 from lake_core.pool import Pool
 from lake_orchestration.resources import LakeResource
 
@@ -53,3 +55,19 @@ def compact_pool(
             lake.spark_session(), pool, branch=branch, guard=guard, author=lake.user
         )
     return compact(pool, branch, guard=guard, author=lake.user)
+
+
+def cleanup_pool(
+    lake: LakeResource,
+    pool: Pool,
+    grace: timedelta,
+    *,
+    dry_run: bool,
+    guard: Callable[[], None],
+) -> CleanupResult:
+    """Clean up ``pool`` (deletes over Spark tasks on the ``spark`` engine; same result)."""
+    if lake.engine == "spark":
+        from lake_spark import spark_cleanup
+
+        return spark_cleanup(lake.spark_session(), pool, grace, dry_run=dry_run, guard=guard)
+    return cleanup(pool, grace, dry_run=dry_run, guard=guard)

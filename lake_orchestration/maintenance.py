@@ -1,4 +1,4 @@
-"""Maintenance jobs per pool: compaction, and retention (vacate, then cleanup).
+"""Maintenance jobs per pool: compaction, and retention (retain old data, vacate, cleanup).
 
 Every maintenance op holds the pool's maintenance lock for its whole run (ZooKeeper when the
 lake resource has one) and passes the lock's ``check`` as the commit guard, and runs in the
@@ -15,12 +15,13 @@ from typing import Any
 import dagster as dg
 
 from lake_core.clock import parse_iso, to_iso
-from lake_core.maintenance import fragmentation, vacate
+from lake_core.errors import UsageError
+from lake_core.maintenance import fragmentation, retain, vacate
 from lake_core.pool import Pool
-from lake_core.units import format_size
+from lake_core.units import format_size, human_size
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
-from lake_orchestration.engine import compact_pool
+from lake_orchestration.engine import cleanup_pool, compact_pool
 from lake_orchestration.metadata import live_metadata
 from lake_orchestration.resources import LakeResource
 
@@ -28,6 +29,15 @@ from lake_orchestration.resources import LakeResource
 class CompactConfig(dg.Config):
     """Seconds to wait for the pool's maintenance lock (default: the pool's policy)."""
 
+    lock_timeout: float | None = None
+
+
+class RetainConfig(dg.Config):
+    """Remove rows older than ``now`` (ISO 8601; empty: the clock) minus the policy's
+    ``data_older_than`` (or ``older_than_seconds``); nothing when neither is set."""
+
+    now: str = ""
+    older_than_seconds: float | None = None
     lock_timeout: float | None = None
 
 
@@ -56,6 +66,10 @@ def retention_job_name(spec: PoolSpec) -> str:
 
 def compact_op_name(spec: PoolSpec) -> str:
     return f"{spec.asset_name}_compact"
+
+
+def retain_op_name(spec: PoolSpec) -> str:
+    return f"{spec.asset_name}_retain"
 
 
 def vacate_op_name(spec: PoolSpec) -> str:
@@ -137,9 +151,52 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
     key = asset_key(spec)
     policy = spec.maintenance.retention
 
+    @dg.op(name=retain_op_name(spec), pool=spec.concurrency_pool, tags={"kind": "lakepool"})
+    def retain_op(
+        context: dg.OpExecutionContext, config: RetainConfig, lake: LakeResource
+    ) -> dg.Output[Any]:
+        older_than = (
+            timedelta(seconds=config.older_than_seconds)
+            if config.older_than_seconds is not None
+            else policy.data_older_than
+        )
+        if older_than is None:
+            context.log.info(f"{spec.name}: no data_older_than: all data is kept")
+            return dg.Output(None, metadata={"lake/commit": ""})
+        now = parse_iso(config.now) if config.now else None
+        pool = _open(lake, spec)
+        with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
+            try:
+                result = retain(
+                    pool, older_than, spec.branch, now=now, guard=held.check, author=lake.user
+                )
+            except UsageError as e:  # no time column: a configuration error, said plainly
+                raise dg.Failure(str(e)) from None
+        if result.commit is None:
+            context.log.info(f"{spec.name}: nothing to retain before {to_iso(result.cut)}")
+            return dg.Output(None, metadata={"lake/commit": "", "lake/cut": to_iso(result.cut)})
+        after = live_metadata(pool, pool.snapshot(result.commit.id))
+        md: dict[str, Any] = {
+            "lake/commit": dg.MetadataValue.text(result.commit.id),
+            "lake/cut": to_iso(result.cut),
+            "lake/rows_removed": result.rows_removed,
+            "lake/objects_dropped": result.dropped,
+            "lake/objects_rewritten": result.rewritten,
+            "lake/partitions_dropped": ", ".join(result.partitions_dropped),
+            "dagster/row_count": after["dagster/row_count"],
+        }
+        context.log_event(
+            dg.AssetObservation(key, description="retain", metadata=md, tags=_tags("retain"))
+        )
+        context.log.info(
+            f"{result.commit.id} committed: removed {result.rows_removed} rows before "
+            f"{to_iso(result.cut)}"
+        )
+        return dg.Output(result.commit.id, metadata=md)
+
     @dg.op(name=vacate_op_name(spec), pool=spec.concurrency_pool)
     def vacate_op(
-        context: dg.OpExecutionContext, config: VacateConfig, lake: LakeResource
+        context: dg.OpExecutionContext, config: VacateConfig, lake: LakeResource, retained: Any
     ) -> dg.Output[str]:
         before = parse_iso(config.before) if config.before else datetime.now(UTC) - policy.keep
         pool = _open(lake, spec)
@@ -159,11 +216,6 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
     def cleanup_op(
         context: dg.OpExecutionContext, config: CleanupConfig, lake: LakeResource, vacated: str
     ) -> dg.Output[Any]:
-        try:
-            from lake_core.maintenance.cleanup import cleanup
-        except ImportError:
-            context.log.warning("this lake_core has no cleanup yet: files are kept")
-            return dg.Output(None)
         grace = (
             policy.grace
             if config.grace_seconds is None
@@ -171,29 +223,29 @@ def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:
         )
         pool = _open(lake, spec)
         with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
-            result = cleanup(pool, grace, dry_run=config.dry_run, guard=held.check)
-        report = result.to_json() if hasattr(result, "to_json") else {"result": str(result)}
+            result = cleanup_pool(lake, pool, grace, dry_run=config.dry_run, guard=held.check)
+        report = result.to_json()
         md: dict[str, Any] = {
             f"lake/{k}": v for k, v in report.items() if isinstance(v, int | float | str)
         }
-        for k, v in report.items():
-            if "bytes" in k and isinstance(v, int):  # raw bytes stay numeric; text for people
-                md[f"lake/{k.replace('bytes', 'size')}"] = dg.MetadataValue.text(format_size(v))
+        md["lake/reclaimed"] = f"{result.files} files, {human_size(result.bytes)}"
         context.log_event(
             dg.AssetObservation(key, description="cleanup", metadata=md, tags=_tags("cleanup"))
         )
-        context.log.info(f"{spec.name}: cleanup {report}")
+        context.log.info(f"{spec.name}: cleanup removed {md['lake/reclaimed']}")
         return dg.Output(report, metadata=md)
+
+    expire = f"remove data older than {policy.data_older_than}, " if policy.data_older_than else ""
 
     @dg.job(
         name=retention_job_name(spec),
         description=(
-            f"Retention of pool {spec.name}: vacate history older than {policy.keep}, then "
-            f"clean up files tombstoned longer than {policy.grace}"
+            f"Retention of pool {spec.name}: {expire}vacate history older than {policy.keep}, "
+            f"then clean up files tombstoned longer than {policy.grace}"
         ),
         tags={"lake/pool": spec.name},
     )
     def retention_job() -> None:
-        cleanup_op(vacate_op())
+        cleanup_op(vacate_op(retain_op()))
 
     return retention_job

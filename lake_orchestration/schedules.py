@@ -1,7 +1,8 @@
-"""Schedules per pool: compaction on its cron, and retention (vacate, then cleanup).
+"""Schedules per pool: compaction on its cron, and retention (retain, vacate, then cleanup).
 
-The retention schedule computes the vacate time from the tick's scheduled time, not from the
-clock when the run happens to start, so a delayed or retried run cuts the same history.
+The retention schedule computes the data cut and the vacate time from the tick's scheduled
+time, not from the clock when the run happens to start, so a delayed or retried run cuts the
+same data and history.
 """
 
 from typing import Any
@@ -10,7 +11,7 @@ import dagster as dg
 
 from lake_core.clock import to_iso
 from lake_orchestration.config import PoolSpec
-from lake_orchestration.maintenance import cleanup_op_name, vacate_op_name
+from lake_orchestration.maintenance import cleanup_op_name, retain_op_name, vacate_op_name
 
 
 def compaction_schedule_name(spec: PoolSpec) -> str:
@@ -52,7 +53,12 @@ def build_retention_schedule(spec: PoolSpec, job: Any) -> dg.ScheduleDefinition 
         execution_timezone="UTC",
         default_status=_status(policy.running),
         description=(
-            f"vacate pool {spec.name}'s history older than {policy.keep}, then clean up files "
+            (
+                f"remove pool {spec.name}'s data older than {policy.data_older_than}, "
+                if policy.data_older_than
+                else ""
+            )
+            + f"vacate pool {spec.name}'s history older than {policy.keep}, then clean up files "
             f"tombstoned longer than {policy.grace}"
         ),
     )
@@ -62,6 +68,9 @@ def build_retention_schedule(spec: PoolSpec, job: Any) -> dg.ScheduleDefinition 
             run_key=f"{spec.asset_name}:retention:{to_iso(context.scheduled_execution_time)}",
             run_config={
                 "ops": {
+                    retain_op_name(spec): {
+                        "config": {"now": to_iso(context.scheduled_execution_time)}
+                    },
                     vacate_op_name(spec): {"config": {"before": to_iso(before)}},
                     cleanup_op_name(spec): {
                         "config": {"grace_seconds": policy.grace.total_seconds()}

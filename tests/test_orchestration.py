@@ -471,6 +471,7 @@ def test_retention_schedule_cuts_relative_to_the_tick(env: Env) -> None:
     (req,) = data.run_requests or []
     ops = req.run_config["ops"]
     assert ops["events_vacate"]["config"]["before"] == "2024-03-08T03:00:00.000000Z"
+    assert ops["events_retain"]["config"]["now"] == "2024-03-10T03:00:00.000000Z"
     assert ops["events_cleanup"]["config"]["grace_seconds"] == 3600
     assert req.run_key and "2024-03-10" in req.run_key
     assert schedule.cron_schedule == "0 3 * * *"
@@ -508,10 +509,103 @@ def test_retention_job_vacates(env: Env, instance: dg.DagsterInstance) -> None:
     assert sorted(r["ts"] for r in env.rows("events")) == [1, 2, 3]
 
 
+RETAIN_YAML = """
+pools:
+  - name: logs
+    key: [ts]
+    order: asc
+    landing: landing/logs
+    maintenance:
+      retention: {cron: "0 3 * * *", data_older_than: 30d, keep: 7d, grace: 1d}
+  - name: counters
+    key: [n]
+    landing: landing/counters
+    maintenance:
+      retention: {data_older_than: 30d}
+"""
+
+
+def test_retention_job_expires_old_data_then_vacates_and_cleans_up(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    """The pools.yaml ``data_older_than`` drives the real retention job: old rows are removed in
+    one commit, history before it is vacated, and cleanup deletes the expired files."""
+    from datetime import timedelta
+
+    env = Env(tmp_path, RETAIN_YAML)
+    assert env.config.pool("logs").maintenance.retention.data_older_than == timedelta(days=30)
+    pool = env.lake.create_pool("logs", "ts:asc")
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+
+    def stamps(*days: int) -> pa.Table:
+        ts = [now - timedelta(days=d) for d in days]
+        return pa.table({"ts": pa.array(ts, pa.timestamp("us", "UTC")), "d": list(days)})
+
+    old = load(pool, [stamps(90, 60, 45)])  # wholly expired
+    edge = load(pool, [stamps(40, 20)])  # straddles the 30-day cut
+    load(pool, [stamps(5, 1)])
+    prefix = f"pools/{pool.id}/data/"
+
+    def run_retention() -> Any:
+        # The vacate time is taken when the run is configured: a first run cuts the history
+        # before its own retain commit, the next run (the next day, say) the retain commit's.
+        return env.job("retention_logs").execute_in_process(
+            instance=instance,
+            run_config={
+                "ops": {
+                    "logs_retain": {"config": {"now": now.isoformat()}},
+                    "logs_vacate": {"config": {"before": datetime.now(UTC).isoformat()}},
+                    "logs_cleanup": {"config": {"grace_seconds": 0}},
+                }
+            },
+        )
+
+    result = run_retention()
+    assert result.success
+    assert sorted(r["d"] for r in env.rows("logs")) == [1, 5, 20]
+    (retain_commit, *_) = list(pool.log())
+    assert retain_commit.extra["kind"] == "retain"
+
+    def files() -> set[str]:
+        return {i.key[len(prefix) : -len(".parquet")] for i in pool.store.list(prefix)}
+
+    assert {old.adds()[0].id, edge.adds()[0].id} <= files()  # history still references them
+    again = run_retention()
+    assert again.success
+    assert old.adds()[0].id not in files() and edge.adds()[0].id not in files()
+    assert sorted(r["d"] for r in env.rows("logs")) == [1, 5, 20]
+    assert [c.id for c in pool.log()] == [retain_commit.id]
+    obs = {
+        e.event_specific_data.asset_observation.description: e.event_specific_data.asset_observation
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    }
+    assert obs["retain"].metadata["lake/rows_removed"].value == 4
+    assert obs["retain"].metadata["dagster/row_count"].value == 3
+    again_cleanup = next(
+        e.event_specific_data.asset_observation
+        for e in again.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+        and e.event_specific_data.asset_observation.description == "cleanup"
+    )
+    assert again_cleanup.metadata["lake/tombstoned"].value == 2
+    assert obs["cleanup"].metadata["lake/reclaimed"].value.endswith(("B", "KiB", "MiB"))
+
+    # A pool without a time column: the job fails saying why, and nothing changes.
+    counters = env.lake.create_pool("counters", "n:asc")
+    load(counters, [pa.table({"n": [1, 2]})])
+    before = {i.key for i in counters.store.list(f"pools/{counters.id}/")}
+    bad = env.job("retention_counters").execute_in_process(instance=instance, raise_on_error=False)
+    assert not bad.success
+    (failure,) = [e for e in bad.all_events if e.event_type_value == "STEP_FAILURE"]
+    assert "cannot be retained by time" in str(failure.event_specific_data.error)
+    assert {i.key for i in counters.store.list(f"pools/{counters.id}/")} == before
+
+
 def test_maintenance_ops_use_the_pools_concurrency_pool(env: Env) -> None:
     for job, ops in [
         ("compact_events", ["events_compact"]),
-        ("retention_events", ["events_vacate", "events_cleanup"]),
+        ("retention_events", ["events_retain", "events_vacate", "events_cleanup"]),
     ]:
         for op in ops:
             assert env.job(job).graph.node_named(op).definition.pool == "lake/default.events"
