@@ -11,6 +11,7 @@ import gzip
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -84,7 +85,9 @@ def _write_sources(folder: Path) -> list[Path]:
         row_group_size=500,
     )
     d = folder / "d.ndjson.gz"
-    d.write_bytes(gzip.compress(b"".join(b'{"k": %d, "v": -%d}\n' % (i % 50, i) for i in range(500))))
+    d.write_bytes(
+        gzip.compress(b"".join(b'{"k": %d, "v": -%d}\n' % (i % 50, i) for i in range(500)))
+    )
     return [a, b, c, d]
 
 
@@ -246,7 +249,9 @@ def test_spark_load_of_a_dataframe_keeps_its_types_and_order(spark: Any, lake: L
 def test_spark_load_into_a_partitioned_pool(spark: Any, lake: Lake, tmp_path: Path) -> None:
     src = tmp_path / "p.ndjson"
     src.write_text(
-        "".join(json.dumps({"ts": _ts(i * 7 % 900), "u": i % 23, "v": i}) + "\n" for i in range(3000))
+        "".join(
+            json.dumps({"ts": _ts(i * 7 % 900), "u": i % 23, "v": i}) + "\n" for i in range(3000)
+        )
         + json.dumps({"u": 1, "v": -1})  # no ts: partition "null"
         + "\n"
     )
@@ -335,7 +340,9 @@ def test_malformed_line_names_the_file_and_line(spark: Any, lake: Lake, tmp_path
         spark_load(spark, pool, [src])
 
 
-def test_conflict_with_the_pools_schema_commits_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
+def test_conflict_with_the_pools_schema_commits_nothing(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
     pool = lake.create_pool("p", "k:asc")
     first = load(pool, [pa.table({"k": [1], "a": [1]})])
     src = tmp_path / "x.ndjson"
@@ -400,7 +407,9 @@ def test_spark_compaction_equals_local_compaction(spark: Any, lake: Lake) -> Non
     assert remote.read().equals(before)
     assert remote.read().equals(local.read())
     outs = sorted(remote.snapshot(remote.tip()).objects.values(), key=lambda o: o.min or [1 << 62])
-    outs_local = sorted(local.snapshot(local.tip()).objects.values(), key=lambda o: o.min or [1 << 62])
+    outs_local = sorted(
+        local.snapshot(local.tip()).objects.values(), key=lambda o: o.min or [1 << 62]
+    )
     assert [(o.min, o.max, o.count, o.tags.get(PLAN_SIZE_TAG)) for o in outs] == [
         (o.min, o.max, o.count, o.tags.get(PLAN_SIZE_TAG)) for o in outs_local
     ]
@@ -544,7 +553,136 @@ def test_s3_objects_written_by_tasks_are_in_the_bucket(spark: Any, s3_bucket: st
     uri = f"s3://{s3_bucket}/lake"
     lake = Lake.init(LakeConfig(uri=uri))
     pool = lake.create_pool("p", "k:asc")
-    commit = spark_load(spark, pool, spark.createDataFrame([(i, i * 2) for i in range(50)], "k long, v long"))
+    commit = spark_load(
+        spark, pool, spark.createDataFrame([(i, i * 2) for i in range(50)], "k long, v long")
+    )
     store = S3ObjectStore.from_uri(uri)
     for obj in commit.adds():
         assert store.head(data_key(pool.id, obj.id)).size == obj.size
+
+
+# -- tombstone cleanup and vacate on Spark ------------------------------------------------------
+
+
+class _Clock:
+    """A fake clock starting at the real time (files' modification times are real)."""
+
+    def __init__(self) -> None:
+        self.t = datetime.now(UTC).replace(microsecond=0)
+
+    def now(self) -> datetime:
+        return self.t
+
+    def advance(self, delta: timedelta) -> None:
+        self.t += delta
+
+    def sleep(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+
+def _littered_pool(uri: str, name: str, clock: _Clock) -> Pool:
+    """A pool with every kind of garbage: compacted-away and deleted objects cut by a vacate,
+    an orphan of a failed load, a dropped branch's data, and cut history metadata."""
+    from lake_core.changes import delete_objects
+    from lake_core.inflight import MIN_ORPHAN_AGE
+    from lake_core.maintenance import vacate
+
+    lake = Lake.open(LakeConfig(uri=uri, user="t", clock=clock))
+    pool = lake.create_pool(name, "k:asc", target_size=64 * 1024)
+    commits = [load(pool, [pa.table({"k": [i, i + 100], "v": [i, i]})]) for i in range(8)]
+    clock.advance(timedelta(minutes=1))
+    delete_objects(pool, [commits[0].adds()[0].id, commits[1].adds()[0].id])
+    compact(pool)
+    pool.create_branch("dev")
+    load(pool, [pa.table({"k": [999], "v": [9]})], "dev")
+    pool.delete_branch("dev")
+
+    def boom(_: object) -> None:
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError):
+        load(pool, [pa.table({"k": [5]})], on_object=boom)
+    clock.advance(timedelta(hours=1))
+    vacate(pool, clock.now())
+    load(pool, [pa.table({"k": [7]})])
+    clock.advance(MIN_ORPHAN_AGE + timedelta(hours=1))
+    return pool
+
+
+def test_spark_cleanup_deletes_exactly_what_the_local_path_does(
+    spark: Any, lake_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    import lake_spark.cleanup as spark_cleanup_module
+    from lake_core.maintenance import cleanup
+    from lake_spark import spark_cleanup
+
+    clock = _Clock()
+    Lake.init(LakeConfig(uri=lake_uri, user="t", clock=clock))
+    local_twin = _littered_pool(lake_uri, "local", clock)
+    pool = _littered_pool(lake_uri, "spark", clock)
+    rows = pool.read()
+    before = {i.key for i in pool.store.list(f"pools/{pool.id}/")}
+
+    plan = cleanup(pool, timedelta(hours=1), dry_run=True)  # the local planner's verdict
+    assert plan.tombstoned >= 4 and plan.orphans == 1 and plan.commits > 0
+
+    batches: list[int] = []
+    real = spark_cleanup_module.spark_delete_keys
+
+    def recording(spark_: Any, uri: str, keys: Any, batch: int = 5000) -> int:
+        batches.append(len(keys))
+        return real(spark_, uri, keys, batch)
+
+    monkeypatch.setattr(spark_cleanup_module, "spark_delete_keys", recording)
+    done = spark_cleanup(spark, pool, timedelta(hours=1), batch=2)
+    assert done == dataclasses.replace(plan, dry_run=False)
+    assert batches and batches[0] == len(plan.objects)  # the data deletes went to Spark tasks
+    after = {i.key for i in pool.store.list(f"pools/{pool.id}/")}
+    removed = before - after
+    assert len(removed) == done.files and not after - before
+    assert {data_key(pool.id, o) for o in plan.objects} <= removed
+    fresh = Lake.open(LakeConfig(uri=lake_uri)).pool("spark")
+    assert fresh.read().equals(rows)
+    assert_objects_intact(fresh)
+    assert cleanup(fresh, timedelta(hours=1), now=clock.now()).files == 0
+
+    # The twin pool, cleaned up by the local path, loses the same kinds and numbers of files.
+    local = cleanup(local_twin, timedelta(hours=1))
+    keys = ("tombstoned", "orphans", "commits", "snapshots", "journal_entries", "pending", "held")
+    assert {k: getattr(local, k) for k in keys} == {k: getattr(done, k) for k in keys}
+
+
+def test_cli_cleanup_with_spark_prints_what_the_local_command_prints(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from contextlib import contextmanager
+
+    import lake_spark.cli
+    from lake_core.cli import main
+
+    @contextmanager
+    def shared(args: Any, what: str) -> Iterator[Any]:
+        assert args.spark
+        yield spark
+
+    monkeypatch.setattr(lake_spark.cli, "_spark", shared)
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri))
+    outputs = []
+    for name, flags in (("a", []), ("b", ["--spark"])):
+        pool = lake.create_pool(name, "k:asc")
+        for i in range(3):
+            load(pool, [pa.table({"k": [i]})])
+        compact(pool)
+        code = main(["--lake", uri, "cleanup", *flags, "-p", name, "--grace", "0"])
+        out = capsys.readouterr().out
+        assert code == 0
+        outputs.append(
+            re.sub(r"--before \S+`", "--before TIME`", out.replace(f"-p {name} ", "-p POOL "))
+        )
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("nothing to remove\n3 deleted files are still referenced")
+    code = main(["--lake", uri, "cleanup", "--spark", "-p", "b", "--grace", "soon"])
+    assert code == 2 and capsys.readouterr().err.startswith("error: invalid duration")
