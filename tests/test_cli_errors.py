@@ -142,6 +142,26 @@ CASES = {
         "names key field 'a' twice",
     ),
     "key-field-too-long": (lambda _: ["create", "q", "--orderby", "k" * 65], 2, "at most 64"),
+    "deep-meta": (
+        lambda _: ["delete", "-p", "p", "--where", "ts = 1", "--meta", "[" * 3000 + "]" * 3000],
+        2,
+        "--meta is nested too deeply",
+    ),
+    "absurd-catalog-version": (
+        lambda _: ["catalog", "rollback", "99999999999999999999999"],
+        2,
+        "catalog version 99999999999999999999999 is out of range",
+    ),
+    "absurd-ls-version": (
+        lambda _: ["ls", "--at-version", "99999999999999999999"],
+        2,
+        "is out of range",
+    ),
+    "negative-log-count": (
+        lambda _: ["catalog", "log", "-n", "-5"],
+        2,
+        "argument -n: must be a whole number, 0 or more, not '-5'",
+    ),
     "key-order": (lambda _: ["create", "q", "--orderby", "a:sideways"], 2, "asc or desc"),
 }
 
@@ -153,7 +173,11 @@ def test_bad_input_is_one_error_line_and_changes_nothing(
     build, status, text = CASES[case]
     argv = build(tmp_path)
     before = lake_state(loaded)
-    code, out, err = run(capsys, "--lake", loaded, *argv)
+    try:
+        code, out, err = run(capsys, "--lake", loaded, *argv)
+    except SystemExit as e:  # argparse's own usage errors
+        code = int(e.code or 0)
+        out, err = capsys.readouterr()
     line = one_error(err)
     assert text in line, line
     assert code == status, (code, line)

@@ -30,6 +30,7 @@ from lake_core.catalog.state import CatalogState, Snapshot
 from lake_core.catalog.transaction import Transaction
 from lake_core.catalog.versions import (
     LATEST_HINT,
+    MAX_VERSION,
     OLDEST_HINT,
     parse_version_path,
     version_path,
@@ -204,6 +205,8 @@ class Catalog:
             version = latest
         if version < 0:
             raise UsageError(f"catalog versions start at 0, not {version}")
+        if version > MAX_VERSION:
+            raise UsageError(f"catalog version {version} is out of range (at most {MAX_VERSION})")
         try:
             root = self.files.read_root(version)
         except ObjectNotFoundError:

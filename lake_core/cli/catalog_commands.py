@@ -16,6 +16,17 @@ from lake_core.registry import PoolConfig
 from lake_core.stores.factory import open_store
 
 
+def _count(text: str) -> int:
+    """``-n N``: a whole number, 0 or more (argparse reports the error as a usage error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {text!r}")
+    return n
+
+
 def add_ls_time_travel(sp: argparse.ArgumentParser) -> None:
     """``--at-version N`` / ``--as-of TIME`` for ``lake ls``."""
     when = sp.add_mutually_exclusive_group()
@@ -67,7 +78,9 @@ def add_catalog_commands(sub: Any, cmd: Any) -> None:
         "  lake catalog log\n  lake catalog log -n 5 -f json\n",
     )
     p.add_argument("-f", dest="format", default="table", choices=["table", "json", "csv"])
-    p.add_argument("-n", dest="limit", type=int, metavar="N", help="only the newest N versions")
+    p.add_argument(
+        "-n", dest="limit", type=_count, metavar="N", help="only the newest N versions"
+    )
 
     p = subcmd(
         "rollback",

@@ -56,6 +56,8 @@ def _meta(text: str | None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"--meta is not valid JSON: {e}") from None
+    except RecursionError:
+        raise UsageError("--meta is nested too deeply") from None
 
 
 def _say(line: str) -> None:
