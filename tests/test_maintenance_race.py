@@ -11,6 +11,7 @@ sees their objects before their commits land (see lake_core/maintenance/cleanup.
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -38,12 +39,13 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     lake.create_pool("race", "ts:asc", target_size=32 * 1024)
     ctx = mp.get_context("spawn")
     out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(LOADERS)
+    deletes_done = ctx.Value("i", 0)
     loaders = [
         ctx.Process(target=race_loader, args=(lake_uri, "race", w, LOADS_EACH, start, out))
         for w in range(LOADERS)
     ]
     others = [
-        ctx.Process(target=race_deleter, args=(lake_uri, "race", LOADERS, stop, out)),
+        ctx.Process(target=race_deleter, args=(lake_uri, "race", LOADERS, stop, out, deletes_done)),
         ctx.Process(target=race_compactor, args=(lake_uri, "race", stop, out)),
         ctx.Process(target=race_cleaner, args=(lake_uri, "race", stop, out)),
     ]
@@ -53,6 +55,12 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     reports: list[tuple[Any, ...]] = []
     try:
         reports += [out.get(timeout=240) for _ in loaders]
+        # Local loads can finish before the deleter got going (a loaded machine): let
+        # maintenance go on until a few deletes were acknowledged (bounded wait).
+        waited = 0.0
+        while deletes_done.value < 5 and waited < 90:
+            time.sleep(0.2)
+            waited += 0.2
         stop.set()
         reports += [out.get(timeout=120) for _ in others]
         for proc in [*loaders, *others]:

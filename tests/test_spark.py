@@ -543,7 +543,11 @@ def test_cli_spark_load_errors_and_output_are_the_local_ones(
     code = main(["--lake", uri, "load", "--spark", "-p", "logs", str(good), "-m", "via spark"])
     out = capsys.readouterr().out.strip()
     pool = Lake.open(LakeConfig(uri=uri)).pool("logs")
-    assert code == 0 and out == f"{pool.tip()} committed"
+    # The same output as a local load: the row count, then the commit line last.
+    assert code == 0 and out.splitlines() == [
+        "loaded 100 rows in 1 object",
+        f"{pool.tip()} committed",
+    ]
     assert pool.read_commit(pool.tip()).message == "via spark"
     code = main(["--lake", uri, "compact", "--spark", "-p", "logs"])
     assert code == 0 and capsys.readouterr().out.strip() == "nothing to compact"

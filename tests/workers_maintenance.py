@@ -73,7 +73,9 @@ def race_loader(uri: str, pool: str, worker: int, n: int, start: Any, out: Any) 
     out.put(("loader", worker, acked, failed[:3], unknown))
 
 
-def race_deleter(uri: str, pool: str, workers: int, stop: Any, out: Any) -> None:
+def race_deleter(
+    uri: str, pool: str, workers: int, stop: Any, out: Any, progress: Any = None
+) -> None:
     """Delete one row (``j = 1``) of each load in turn, by predicate on the pool key, until
     ``stop``; report the rows of acknowledged deletes. A delete only matches rows already
     committed, so an acknowledged delete removed a row of a load that had landed."""
@@ -105,6 +107,9 @@ def race_deleter(uri: str, pool: str, workers: int, stop: Any, out: Any) -> None
             continue
         else:
             acked.append(row)
+            if progress is not None:
+                with progress.get_lock():
+                    progress.value += 1
             time.sleep(0.1)  # leave the (shared, single-threaded) S3 test server to the loaders
         target, misses = target + 1, 0
     out.put(("deleter", acked, unknown, failed[:3] + [f"{len(failed)} failures"]))
