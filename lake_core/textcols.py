@@ -16,6 +16,7 @@ per-row Python formatting it replaces:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -29,9 +30,8 @@ Column = Any
 
 # Control characters other than \n, \r, \t: json.dumps writes them as \u00XX.
 _RARE_CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f]"
-_NEEDS_ESCAPE = r"[\\\"\x00-\x1f]"
+_NEEDS_ESCAPE = re.compile(rb"[\\\"\x00-\x1f]")
 _ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
-_CSV_SPECIAL = r"[\",\r\n]"
 
 
 def _iso(col: Column) -> Column:
@@ -79,6 +79,10 @@ def text_column(col: Column) -> Column:
         return pc.cast(col, pa.string())
     if pa.types.is_boolean(t) or pa.types.is_floating(t):
         return _json_scalar_text(col)
+    if pa.types.is_date32(t) and len(col) > 1024:
+        # Few distinct days: format each once (a date cast is the costliest of the casts).
+        encoded = pc.dictionary_encode(col)
+        return pc.take(pc.cast(encoded.dictionary, pa.string()), encoded.indices)
     if _is_plain(t):
         return pc.cast(col, pa.string())
     if pa.types.is_dictionary(t):
@@ -102,7 +106,7 @@ def _json_scalar_text(col: Column) -> Column:
 def _json_string(text: Column) -> Column:
     """Strings as JSON string literals."""
     # One scan decides: most columns hold nothing to escape and are only wrapped in quotes.
-    if pc.any(pc.match_substring_regex(text, _NEEDS_ESCAPE)).as_py():
+    if _NEEDS_ESCAPE.search(_value_bytes(text)):
         if pc.any(pc.match_substring_regex(text, _RARE_CONTROL)).as_py():
             return _python(text, _compact_json)
         for raw, escaped in _ESCAPES:
@@ -131,6 +135,11 @@ def json_column(col: Column) -> Column:
     else:
         out = _python(col, _compact_json)
     return pc.fill_null(out, "null")
+
+
+def _value_bytes(text: Column) -> bytes:
+    """The bytes of a string array's values (a copy; for a membership test)."""
+    return bytes(_data_bytes(text))
 
 
 def _data_bytes(lines: Column) -> memoryview:
@@ -169,13 +178,17 @@ def _csv_text(col: Column) -> Column:
         text = pc.cast(col, pa.string())
     else:
         text = text_column(col)
-        if text.null_count < len(text):
-            special = pc.match_substring_regex(text, _CSV_SPECIAL)
-            if pc.any(special).as_py():
-                quoted = pc.binary_join_element_wise(
-                    '"', pc.replace_substring(text, '"', '""'), '"', ""
-                )
-                text = pc.if_else(special, quoted, text)
+        # Which special bytes occur at all is one scan of the values' bytes; only those are
+        # then matched value by value (a literal match, far cheaper than a regex).
+        present = [c for c in ('"', ",", "\n", "\r") if c.encode() in _value_bytes(text)]
+        if present:
+            special = pc.match_substring(text, present[0])
+            for c in present[1:]:
+                special = pc.or_(special, pc.match_substring(text, c))
+            quoted = pc.binary_join_element_wise(
+                '"', pc.replace_substring(text, '"', '""'), '"', ""
+            )
+            text = pc.if_else(special, quoted, text)
     return pc.fill_null(text, "")
 
 
@@ -183,10 +196,7 @@ def csv_bytes(batch: pa.RecordBatch) -> memoryview:
     """The rows as CSV lines (no header), each ending in a newline."""
     if batch.num_rows == 0 or batch.num_columns == 0:
         return memoryview(b"\n" * batch.num_rows if batch.num_columns == 0 else b"")
-    parts: list[Any] = []
-    for i in range(batch.num_columns):
-        if i:
-            parts.append(",")
-        parts.append(_csv_text(batch.column(i)))
-    parts.append("\n")
-    return _data_bytes(pc.binary_join_element_wise(*parts, ""))
+    cols = [_csv_text(batch.column(i)) for i in range(batch.num_columns)]
+    # Joining with a separator is about twice as fast as interleaving "," arguments.
+    cols[-1] = pc.binary_join_element_wise(cols[-1], "\n", "")
+    return _data_bytes(pc.binary_join_element_wise(*cols, ","))

@@ -188,3 +188,26 @@ def test_progress_passes_batches_through_and_draws_on_stderr(
     with progress.batch_progress(iter(batches), 3, lambda: 2, enabled=False) as shown:
         assert list(shown) == batches
     assert capsys.readouterr() == ("", "")
+
+
+def test_many_dates_and_long_batches_format_like_the_cast() -> None:
+    """The large-batch paths (dates formatted once per distinct day, quoting decided from the
+    value bytes) print what the plain per-value formatting prints."""
+    from datetime import timedelta
+
+    n = 5000
+    days = [None if i % 97 == 0 else date(1992, 1, 1) + timedelta(days=i % 400) for i in range(n)]
+    texts = ["plain" if i % 3 else f'say "hi", {i}' for i in range(n)]
+    table = pa.table({"d": pa.array(days, pa.date32()), "t": texts})
+    out = io.StringIO()
+    write_records(table, "csv", out=out)
+    rows = list(csv.reader(io.StringIO(out.getvalue())))[1:]
+    assert [r[0] for r in rows] == ["" if d is None else d.isoformat() for d in days]
+    assert [r[1] for r in rows] == texts
+    out = io.StringIO()
+    write_records(table, "json", out=out)
+    got = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert got == [
+        {"d": None if d is None else d.isoformat(), "t": t}
+        for d, t in zip(days, texts, strict=True)
+    ]
