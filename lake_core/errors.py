@@ -76,6 +76,22 @@ class NoCommitAtTimeError(NotFoundError):
         return f"no commit on {self.branch} at or before {self.when}"
 
 
+class KeyTypeError(LakeError):
+    """Records cannot be ordered by a key field of this type (a list, a map …); nothing was
+    written."""
+
+    def __init__(self, field: str, type_: str) -> None:
+        super().__init__(field, type_)
+        self.field = field
+        self.type = type_
+
+    def __str__(self) -> str:
+        return (
+            f"cannot order records by key field {self.field!r}: it is {self.type}; key fields "
+            "must be numbers, strings, booleans, timestamps, dates, or structs of them"
+        )
+
+
 class AlreadyExistsError(LakeError, FileExistsError):
     """Something that must be new (a lake, a pool, a branch) already exists."""
 

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake_core.errors import UsageError
+from lake_core.errors import KeyTypeError, UsageError
 from lake_core.names import validate_name
 
 ORDERS = ("asc", "desc")
@@ -64,8 +64,17 @@ class PoolKey:
         direction = "descending" if desc else "ascending"
         return [(f, direction, "at_end") for f in self.fields if f in schema.names]
 
+    def check_types(self, schema: pa.Schema) -> None:
+        """Raise KeyTypeError if a key field present in ``schema`` has a type records cannot
+        be ordered by (lists, maps, unions, or structs holding them)."""
+        for f in self.fields:
+            if f in schema.names and not _orderable(schema.field(f).type):
+                raise KeyTypeError(f, str(schema.field(f).type))
+
     def sort_indices(self, table: pa.Table) -> pa.Array[Any]:
-        """Stable sort order of ``table`` by the key, nulls last."""
+        """Stable sort order of ``table`` by the key, nulls last. Raises KeyTypeError for a key
+        field that cannot be ordered."""
+        self.check_types(table.schema)
         keys = self.sort_keys(table.schema)
         if not keys or table.num_rows == 0:
             return pa.array(range(table.num_rows), pa.int64())
@@ -83,3 +92,17 @@ class PoolKey:
 
     def key_at(self, columns: list[pa.ChunkedArray[Any]], row: int) -> tuple[Any, ...]:
         return tuple(c[row].as_py() for c in columns)
+
+
+def _orderable(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return _orderable(t.value_type)
+    if pa.types.is_struct(t):
+        return all(_orderable(t.field(i).type) for i in range(t.num_fields))
+    return not (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or pa.types.is_map(t)
+        or pa.types.is_union(t)
+    )

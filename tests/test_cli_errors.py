@@ -214,3 +214,27 @@ def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
     assert "ZooKeeper at 127.0.0.1:1 cannot be reached" in line
     assert proc.returncode == 1 and proc.stdout == ""
     assert lake_state(lake) == before
+
+
+@pytest.mark.parametrize(
+    ("records", "type_"),
+    [
+        ('{"ts": [2]}\n{"ts": [1, 2]}\n', "list<item: int64>"),
+        ('{"ts": {"a": [1]}}\n', "struct<a: list<item: int64>>"),
+    ],
+)
+def test_a_key_field_that_cannot_be_ordered_is_one_error_line(
+    loaded: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], records: str, type_: str
+) -> None:
+    assert run(capsys, "--lake", loaded, "create", "l")[0] == 0
+    f = tmp_path / "l.ndjson"
+    f.write_text(records)
+    before = lake_state(loaded)
+    code, out, err = run(capsys, "--lake", loaded, "load", "-p", "l", str(f))
+    line = one_error(err)
+    assert line == (
+        f"error: cannot order records by key field 'ts': it is {type_}; key fields must be "
+        "numbers, strings, booleans, timestamps, dates, or structs of them"
+    )
+    assert (code, out) == (1, "")
+    assert lake_state(loaded) == before
