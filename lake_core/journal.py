@@ -34,6 +34,7 @@ from lake_core.errors import (
     HistoryVacatedError,
     ObjectExistsError,
     ObjectNotFoundError,
+    ObjectStoreError,
 )
 from lake_core.stores.base import ObjectStore
 
@@ -174,6 +175,23 @@ class Journal:
 
     # -- writing ------------------------------------------------------------------------------
 
+    def _put_entry(self, key: str, data: bytes) -> None:
+        """Put-if-missing of an entry whose bytes are ours alone (the nonce). A failure that
+        leaves the outcome open is settled by reading the entry back where possible: our
+        bytes → it landed; other bytes → ObjectExistsError (another writer took the number,
+        so ours never can land); missing or unreadable → the original error (unknown)."""
+        try:
+            self.store.put_if_missing_idempotent(key, data)
+        except ObjectExistsError:
+            raise
+        except ObjectStoreError as e:
+            try:
+                existing = self.store.get(key)
+            except (ObjectNotFoundError, ObjectStoreError):
+                raise e from None
+            if existing != data:
+                raise ObjectExistsError(key) from None
+
     def append(
         self, after: JournalEntry, actions: list[dict[str, Any]], at: datetime | None = None
     ) -> JournalEntry:
@@ -204,7 +222,7 @@ class Journal:
             },
         )
         if self.append_lock is None:
-            self.store.put_if_missing_idempotent(self.entry_key(n), data)
+            self._put_entry(self.entry_key(n), data)
         else:
             with self.append_lock() as held:
                 if self.store.exists(self.entry_key(n)):

@@ -11,8 +11,8 @@ Each matrix row sets up a pool without faults, runs one operation (load, compact
   every orphan and tombstone it can (grace 0, a clock a day ahead), and a later load works.
 
 boto3 makes 3 tries per request here (``AWS_MAX_ATTEMPTS``) so faults bite in a few requests.
-Issue 10's reproductions are the rows ``journal-lost-outage*`` (the journal PUT lands, its
-answer is lost, then S3 is unavailable) and ``journal-readback-*`` (the retried PUT gets 412
+Issue 10's reproductions are the rows ``journal-lost-then-down`` and ``journal-lost-outage*``
+(the journal PUT lands, its answer is lost, then S3 is unavailable) and ``journal-readback-*`` (the retried PUT gets 412
 and reading it back fails).
 """
 
@@ -145,6 +145,11 @@ class Fault:
     fired: list[Rule] = field(default_factory=list)
 
 
+def _lost_then_down() -> list[Rule]:
+    put = Rule("lost", method="PUT", key=JOURNAL)
+    return [put, Rule("error", key=JOURNAL, times=None, after=put)]
+
+
 def _readback(times: int) -> list[Rule]:
     put = Rule("lost", method="PUT", key=JOURNAL)
     return [put, Rule("error", method="GET", key=JOURNAL, times=times, after=put)]
@@ -156,12 +161,17 @@ FAULTS: dict[str, Fault] = {
     "journal-lost-500": Fault(
         lambda: [Rule("lost_error", method="PUT", key=JOURNAL)], expect="ok"
     ),
-    # Issue 10 item 1a: the PUT lands, the answer is lost, then S3 is down: the retries and
-    # the read-back all fail (2 + 3 requests), so the outcome is unknown — and it landed.
+    # Issue 10 item 1a: the PUT lands, the answer is lost, then the journal is unreachable
+    # until the operation gives up (the retries and every read-back fail) while the rest of
+    # S3 answers — deleting the data objects would succeed. The outcome is unknown, and it
+    # landed: the commit is the tip and all its data must still be there.
+    "journal-lost-then-down": Fault(
+        lambda: _lost_then_down(), expect="unknown", landed=True
+    ),
+    # The same with all of S3 down for N requests: 5 may or may not outlast the read-backs
+    # (2 retries, then 3 + 3 reads); 17 does.
     "journal-lost-outage5": Fault(
-        lambda: [Rule("lost", method="PUT", key=JOURNAL, then_outage=5)],
-        expect="unknown",
-        landed=True,
+        lambda: [Rule("lost", method="PUT", key=JOURNAL, then_outage=5)], landed=True
     ),
     "journal-lost-outage17": Fault(
         lambda: [Rule("lost", method="PUT", key=JOURNAL, then_outage=17)],
@@ -223,9 +233,9 @@ FAULTS: dict[str, Fault] = {
 # The reproductions of issue 10 run in every test run; the rest of the matrix is marked slow
 # (it still runs in `make test`).
 FAST = {
-    ("load", "journal-lost-outage5"),
-    ("compact", "journal-lost-outage5"),
-    ("delete", "journal-lost-outage5"),
+    ("load", "journal-lost-then-down"),
+    ("compact", "journal-lost-then-down"),
+    ("delete", "journal-lost-then-down"),
     ("merge", "journal-readback-fails"),
     ("load", "journal-readback-fails"),
     ("compact", "journal-readback-fails"),
@@ -363,9 +373,13 @@ def test_branch_create_and_delete_survive_lost_answers(proxy: FaultProxy, s3_buc
     lost = proxy.add(Rule("lost_error", method="PUT", key=JOURNAL))
     pool.delete_branch("dev")
     assert lost.fired == 1
+    # Every try answers 500 (the first one landed): boto3 gives up, the read-back settles it.
+    lost = proxy.add(Rule("lost_error", method="PUT", key=JOURNAL, times=int(TRIES)))
+    pool.create_branch("b3")
+    assert lost.fired == int(TRIES)
     proxy.clear()
     check = Lake.open(LakeConfig(uri=uri)).pool("p")
-    assert set(check.branches()) == {"main", "b2"}
+    assert set(check.branches()) == {"main", "b2", "b3"}
     assert_journal_dense(check)
 
 
