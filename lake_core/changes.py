@@ -243,6 +243,7 @@ def revert(
     stay removed. A commit that only changed the layout, or that is already reverted on this
     branch, has nothing to revert (EmptyTransactionError). Reverting a revert re-applies the
     original; reverting a merge removes what the merge brought in."""
+    pool.resolve(commit_id)  # a reclaimed (vacated) id says so, not 'not found'
     target = pool.read_commit(commit_id)
     pool.check_not_vacated(target)
     if target.layout_only:

@@ -120,11 +120,6 @@ def test_revert_of_a_vacated_commit_is_refused(
     assert pool.tip() == tip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="changes.revert reads the commit before checking vacate: it must call "
-    "pool.resolve(commit_id) first (reported to the lead, who owns revert)",
-)
 def test_revert_of_a_reclaimed_commit_says_vacated(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
