@@ -690,3 +690,26 @@ def test_cli_cleanup_with_spark_prints_what_the_local_command_prints(
     assert outputs[0].startswith("nothing to remove\n3 deleted files are still referenced")
     code = main(["--lake", uri, "cleanup", "--spark", "-p", "b", "--grace", "soon"])
     assert code == 2 and capsys.readouterr().err.startswith("error: invalid duration")
+
+
+def test_spark_retention_vacates_then_cleans_up(spark: Any, tmp_path: Path) -> None:
+    from lake_core.changes import delete_objects
+    from lake_core.errors import HistoryVacatedError
+    from lake_spark import spark_retention
+
+    clock = _Clock()
+    lake = Lake.init(LakeConfig(uri=str(tmp_path / "lake"), user="t", clock=clock))
+    pool = lake.create_pool("r", "k:asc")
+    first = load(pool, [pa.table({"k": [1, 2]})])
+    load(pool, [pa.table({"k": [3]})])
+    clock.advance(timedelta(minutes=1))
+    delete_objects(pool, [first.adds()[0].id])
+    clock.advance(timedelta(minutes=1))
+    vacated, cleaned = spark_retention(spark, pool, clock.now(), timedelta(0))
+    assert vacated.tails == {"main": pool.tip()}
+    assert cleaned.objects == (first.adds()[0].id,) and cleaned.tombstoned == 1
+    assert not pool.store.exists(data_key(pool.id, first.adds()[0].id))
+    fresh = Lake.open(LakeConfig(uri=str(tmp_path / "lake"))).pool("r")
+    assert fresh.read()["k"].to_pylist() == [3]
+    with pytest.raises(HistoryVacatedError):
+        fresh.read(first.id)

@@ -43,7 +43,9 @@ It is closed by an order of reads and a pair of bounds:
    ``H``); right before deleting it reads staging and the journal once more (``S2`` then
    ``H2``) and re-plans with whatever landed meanwhile. Staging is read before the journal
    because ``commit`` of staged work lands its journal entry before it removes the staging
-   document: a document gone at ``S2`` means its commit is in the journal at ``H2``.
+   document: a document gone at ``S2`` means its commit is in the journal at ``H2``. No vacate
+   can cut a commit that landed after the listing (vacate needs the maintenance lock, which
+   cleanup holds), so such a commit is retained at ``H2`` and the walk reaches what it adds.
 2. Every writer that adds new objects reaches its commit point within
    :data:`~lake_core.inflight.WRITE_WINDOW` (12 h) of starting, or refuses to commit:
    ``load``'s and Spark load's commit guard, and ``stage`` before its staging document. An
