@@ -38,8 +38,9 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     lake = Lake.init(LakeConfig(uri=lake_uri, user="tester"))
     lake.create_pool("race", "ts:asc", target_size=32 * 1024)
     ctx = mp.get_context("spawn")
-    out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(LOADERS)
+    out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(LOADERS + 1)
     deletes_done = ctx.Value("i", 0)
+    tombstones_removed = ctx.Value("i", 0)
     loaders = [
         ctx.Process(target=race_loader, args=(lake_uri, "race", w, LOADS_EACH, start, out))
         for w in range(LOADERS)
@@ -47,7 +48,10 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     others = [
         ctx.Process(target=race_deleter, args=(lake_uri, "race", LOADERS, stop, out, deletes_done)),
         ctx.Process(target=race_compactor, args=(lake_uri, "race", stop, out)),
-        ctx.Process(target=race_cleaner, args=(lake_uri, "race", stop, out)),
+        ctx.Process(
+            target=race_cleaner,
+            args=(lake_uri, "race", stop, out, tombstones_removed, start),
+        ),
     ]
     for proc in [*others, *loaders]:
         proc.start()
@@ -55,10 +59,11 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     reports: list[tuple[Any, ...]] = []
     try:
         reports += [out.get(timeout=240) for _ in loaders]
-        # Local loads can finish before the deleter got going (a loaded machine): let
-        # maintenance go on until a few deletes were acknowledged (bounded wait).
+        # Loads can finish before the deleter got going, or before a vacate had cut a
+        # compaction or delete (a loaded machine, or fast loads): let maintenance go on until
+        # a few deletes were acknowledged and cleanup removed tombstoned files (bounded wait).
         waited = 0.0
-        while deletes_done.value < 5 and waited < 90:
+        while (deletes_done.value < 5 or tombstones_removed.value == 0) and waited < 90:
             time.sleep(0.2)
             waited += 0.2
         stop.set()

@@ -115,7 +115,9 @@ def race_deleter(
     out.put(("deleter", acked, unknown, failed[:3] + [f"{len(failed)} failures"]))
 
 
-def race_cleaner(uri: str, pool: str, stop: Any, out: Any) -> None:
+def race_cleaner(
+    uri: str, pool: str, stop: Any, out: Any, removed: Any = None, start: Any = None
+) -> None:
     """Until ``stop``: ``lake vacate --before <now - 1s>`` then ``lake cleanup --grace 0``,
     through the CLI (each takes the maintenance lock); report the cleanup totals."""
     import contextlib
@@ -141,9 +143,14 @@ def race_cleaner(uri: str, pool: str, stop: Any, out: Any) -> None:
             errors.append(err_text.getvalue().strip())
             continue
         report = json.loads(out_text.getvalue().splitlines()[-1])
+        if start is not None and runs == 0:
+            start.wait()  # loads begin only once cleanup is warmed up and running
         time.sleep(0.2)
         runs += 1
         tombstoned += report["tombstoned"]
+        if removed is not None:
+            with removed.get_lock():
+                removed.value += report["tombstoned"]
         orphans += report["orphans"]
         files += report["files"]
     out.put(("cleaner", runs, tombstoned, orphans, files, errors[:3]))
