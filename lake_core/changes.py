@@ -251,6 +251,14 @@ def revert(
             f"commit {commit_id} only changed the layout "
             f"({target.extra.get('kind', 'layout')}); reverting it would change no rows"
         )
+    _, tails = pool.vacate_state()
+    if target.parent is not None and target.id in tails.values():
+        # The oldest retained commit: what it deleted is referenced by no retained commit,
+        # so cleanup may already have reclaimed those files. Restoring them is impossible.
+        raise HistoryVacatedError(
+            f"commit {commit_id} is the oldest retained commit: the history before it was "
+            "vacated, so the rows it removed cannot be restored"
+        )
     tip_id = pool.tip(branch)
     undone = reverted_by(pool, tip_id, target)
     if undone is not None:

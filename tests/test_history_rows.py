@@ -241,3 +241,17 @@ def test_cli_merge_conflict_is_one_error_line_then_theirs_resolves(
     code, out, err = run("revert", "-p", "p", deleted)
     assert code == 0, err
     assert sorted(pool.read().column("id").to_pylist()) == [1, 5, 5, 5, 5, 5, 9]
+
+
+def test_revert_of_the_vacate_tail_is_refused(lake: Lake) -> None:
+    """What the oldest retained commit deleted may already be reclaimed by cleanup: revert
+    refuses instead of re-adding objects whose files are gone."""
+    pool = lake.create_pool("p", "id:asc")
+    load(pool, [pa.table({"id": [1, 2]})])
+    d = delete_where(pool, "id = 1")
+    pool.clock.sleep(0.01)
+    vacate(pool, d.date + timedelta(microseconds=1))
+    tip = pool.tip()
+    with pytest.raises(HistoryVacatedError, match="oldest retained"):
+        revert(pool, d.id)
+    assert pool.tip() == tip
