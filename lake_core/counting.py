@@ -16,18 +16,12 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from lake_core.expr import (
-    And,
-    Between,
-    Comparison,
     Expr,
-    InList,
-    IsNull,
-    Like,
     Literal,
     Not,
-    Or,
     columns_of,
     may_match,
+    nodes,
     parse_predicate,
 )
 from lake_core.keys import PoolKey
@@ -92,22 +86,4 @@ def _all_match(expr: Expr, obj: ObjectMeta, schema: pa.Schema) -> bool:
 
 
 def _has_null_literal(expr: Expr) -> bool:
-    pending: list[object] = [expr]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, Literal):
-            if node.value is None:
-                return True
-        elif isinstance(node, And | Or):
-            pending.extend((node.left, node.right))
-        elif isinstance(node, Not):
-            pending.append(node.operand)
-        elif isinstance(node, Comparison):
-            pending.extend((node.left, node.right))
-        elif isinstance(node, Between):
-            pending.extend((node.operand, node.low, node.high))
-        elif isinstance(node, InList):
-            pending.extend((node.operand, *node.values))
-        elif isinstance(node, IsNull | Like):
-            pending.append(node.operand)
-    return False
+    return any(isinstance(n, Literal) and n.value is None for n in nodes(expr))

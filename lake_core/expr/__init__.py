@@ -22,6 +22,7 @@ from lake_core.expr.ast import (
     Operand,
     Or,
     columns_of,
+    nodes,
 )
 from lake_core.expr.parser import parse_predicate
 from lake_core.expr.prune import ColumnStats, key_range, may_match
@@ -42,6 +43,7 @@ __all__ = [
     "Operand",
     "Or",
     "columns_of",
+    "nodes",
     "key_range",
     "may_match",
     "parse_predicate",

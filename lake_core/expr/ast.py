@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -305,15 +306,14 @@ def chain_terms(expr: And | Or) -> list[Expr]:
     return terms
 
 
-def columns_of(expr: Expr) -> frozenset[str]:
-    """The top-level columns ``expr`` reads (``a`` for a reference to the struct field ``a.b``)."""
-    found: set[str] = set()
+def nodes(expr: Expr) -> Iterator[Expr | Operand]:
+    """Every node of ``expr`` (operators, columns, literals), without recursion: the parser
+    accepts chains deep enough to exhaust Python's stack."""
     pending: list[Expr | Operand] = [expr]
     while pending:
         node = pending.pop()
-        if isinstance(node, Column):
-            found.add(node.root)
-        elif isinstance(node, And | Or):
+        yield node
+        if isinstance(node, And | Or):
             pending.extend((node.left, node.right))
         elif isinstance(node, Not):
             pending.append(node.operand)
@@ -321,6 +321,12 @@ def columns_of(expr: Expr) -> frozenset[str]:
             pending.extend((node.left, node.right))
         elif isinstance(node, Between):
             pending.extend((node.operand, node.low, node.high))
-        elif isinstance(node, InList | IsNull | Like):
+        elif isinstance(node, InList):
+            pending.extend((node.operand, *node.values))
+        elif isinstance(node, IsNull | Like):
             pending.append(node.operand)
-    return frozenset(found)
+
+
+def columns_of(expr: Expr) -> frozenset[str]:
+    """The top-level columns ``expr`` reads (``a`` for a reference to the struct field ``a.b``)."""
+    return frozenset(n.root for n in nodes(expr) if isinstance(n, Column))
