@@ -30,10 +30,10 @@ from lake_core.errors import (
     UsageError,
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
-from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto
+from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
 from lake_core.ingest.schema import unify_schema
 from lake_core.integrity import read_verified
-from lake_core.maintenance.policy import key_lt, span
+from lake_core.maintenance.policy import span
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
 from lake_core.scan import _conform, object_stats
@@ -93,9 +93,7 @@ def delete_where(
     for obj in snap.objects.values():
         if not may_match(expr, object_stats(obj, schema), schema):
             continue
-        table = _conform(
-            read_verified(pool.store, pool.id, obj, pool.name), schema
-        )
+        table = _conform(read_verified(pool.store, pool.id, obj, pool.name), schema)
         rows = pa.array(range(table.num_rows), pa.int64())
         hit = table.append_column(_ROW, rows).filter(predicate).column(_ROW)
         if len(hit) == 0:
@@ -140,18 +138,7 @@ def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[Objec
     failure can remove them) and return every object the commit adds."""
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     for table, partition in plan.tables:
-        if partition is not None or pool.partition_spec is None:
-            write_objects(
-                pool.store,
-                pool.id,
-                table,
-                pool.config.key,
-                options,
-                clock=pool.clock,
-                partition=partition,
-                on_object=written.append,
-            )
-        else:
+        if partition is None:  # new rows: split by the pool's partitioning, if any
             write_partitioned(
                 pool.store,
                 pool.id,
@@ -160,6 +147,17 @@ def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[Objec
                 options,
                 pool.partition_spec,
                 clock=pool.clock,
+                on_object=written.append,
+            )
+        else:  # a rewritten object keeps its partition
+            write_objects(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key,
+                options,
+                clock=pool.clock,
+                partition=partition,
                 on_object=written.append,
             )
     return [*plan.adds, *written]
@@ -449,7 +447,7 @@ def _changed_by(
         before = pool.snapshot(c.parent)
         for oid in c.deletes():
             obj = before.objects.get(oid)
-            if obj is not None and _meets(span(obj, fields), want):
+            if obj is not None and spans_meet(span(obj, fields), want):
                 return c.id
     return None
 
@@ -464,7 +462,3 @@ def _bounds_span(lo: tuple[Any, ...], hi: tuple[Any, ...]) -> tuple[Any, Any]:
         return (a, b) if a <= b else (b, a)
     except TypeError:
         return a, b
-
-
-def _meets(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
-    return not key_lt(a[1], b[0]) and not key_lt(b[1], a[0])

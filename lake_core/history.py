@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from lake_core.errors import CorruptObjectError
 from lake_core.integrity import read_verified
-from lake_core.maintenance.policy import TOP, key_lt, span
+from lake_core.maintenance.policy import SpanOrder, key_lt, span
 from lake_core.objects import ObjectMeta
 from lake_core.rowsets import cancel, group_rows, pair_rows
 from lake_core.scan import _conform
@@ -69,14 +69,13 @@ class Plan:
     rows_added: int = 0
     rows_removed: int = 0
     missing: pa.Table | None = None
-    by_rows: bool = False
 
     @property
     def empty(self) -> bool:
         return not self.deletes and not self.adds and not self.tables
 
 
-def _overlaps(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+def spans_meet(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
     """Closed key spans overlap (TOP, the null-key end, overlaps TOP)."""
     return not key_lt(a[1], b[0]) and not key_lt(b[1], a[0])
 
@@ -84,7 +83,7 @@ def _overlaps(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
 def _components(objects: list[ObjectMeta], fields: tuple[str, ...]) -> list[list[ObjectMeta]]:
     """Maximal groups of objects whose key spans overlap (transitively)."""
     spans = {o.id: span(o, fields) for o in objects}
-    ordered = sorted(objects, key=lambda o: (_Order(spans[o.id][0]), o.id))
+    ordered = sorted(objects, key=lambda o: (SpanOrder(spans[o.id][0]), o.id))
     out: list[list[ObjectMeta]] = []
     end: Any = None
     for o in ordered:
@@ -98,24 +97,9 @@ def _components(objects: list[ObjectMeta], fields: tuple[str, ...]) -> list[list
     return out
 
 
-class _Order:
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Order) -> bool:
-        if self.value is TOP:
-            return False
-        if other.value is TOP:
-            return True
-        return key_lt(self.value, other.value)
-
-
 def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> pa.Table:
     """The rows of ``objects``, conformed to ``schema`` (one table, in the given order)."""
-    tables = [
-        _conform(read_verified(pool.store, pool.id, o, pool.name), schema)
-        for o in objects
-    ]
+    tables = [_conform(read_verified(pool.store, pool.id, o, pool.name), schema) for o in objects]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
@@ -141,15 +125,10 @@ def plan_onto(
     change: ObjectChange,
     target: Snapshot,
     schema: pa.Schema,
-    *,
-    ours: bool = False,
 ) -> Plan:
     """Plan applying ``change`` to ``target`` (see the module docstring). ``schema`` covers
     every column of the change and of the target. Reads only by-rows components and the
-    target objects whose key range meets them; writes nothing.
-
-    ``ours``: rows the change would add whose key equals the key of a missing row (one the
-    target changed too) are left out, so the target's version of those keys wins."""
+    target objects whose key range meets them; writes nothing."""
     fields = pool.config.key.fields
     plan = Plan()
     by_rows: list[list[ObjectMeta]] = []
@@ -169,7 +148,6 @@ def plan_onto(
             by_rows.append(comp)
     if not by_rows:
         return plan
-    plan.by_rows = True
     leaving: list[pa.Table] = []
     joining: list[tuple[list[ObjectMeta], pa.Table]] = []
     spans: list[tuple[Any, Any]] = []
@@ -185,13 +163,7 @@ def plan_onto(
     to_remove = pa.concat_tables(leaving) if leaving else schema.empty_table()
     if to_remove.num_rows:
         _plan_removal(pool, plan, target, to_remove, spans, schema, fields)
-    contested = _keys(plan.missing, fields) if ours and plan.missing is not None else set()
     for new, plus in joining:
-        if contested:
-            mask = [k not in contested for k in _key_tuples(plus, fields)]
-            plus = plus.filter(pa.array(mask, pa.bool_()))
-            if plus.num_rows == 0:
-                continue
         if plus.num_rows == sum(o.count for o in new) and not any(
             o.id in target.objects for o in new
         ):
@@ -200,18 +172,6 @@ def plan_onto(
             plan.tables.append((keep_columns(plus, fields, None), None))
         plan.rows_added += plus.num_rows
     return plan
-
-
-def _key_tuples(table: pa.Table, fields: tuple[str, ...]) -> list[tuple[Any, ...]]:
-    cols = [
-        table.column(f).to_pylist() if f in table.schema.names else [None] * table.num_rows
-        for f in fields
-    ]
-    return list(zip(*cols, strict=True))
-
-
-def _keys(table: pa.Table, fields: tuple[str, ...]) -> set[tuple[Any, ...]]:
-    return set(_key_tuples(table, fields))
 
 
 def _plan_removal(
@@ -229,7 +189,7 @@ def _plan_removal(
     candidates = [
         o
         for o in target.objects.values()
-        if o.id not in taken and any(_overlaps(span(o, fields), s) for s in spans)
+        if o.id not in taken and any(spans_meet(span(o, fields), s) for s in spans)
     ]
     remaining = to_remove
     for obj in candidates:
@@ -276,7 +236,7 @@ def plan_merge(
     by_rows: list[list[ObjectMeta]] = []
     for comp in _components([*theirs.removed, *theirs.added], fields):
         spans = [span(o, fields) for o in comp]
-        if any(_overlaps(a, b) for a in our_spans for b in spans):
+        if any(spans_meet(a, b) for a in our_spans for b in spans):
             by_rows.append(comp)
             continue
         gone = [o for o in comp if o.id in removed_ids]
@@ -287,11 +247,10 @@ def plan_merge(
         plan.rows_added += sum(o.count for o in new)
     if not by_rows:
         return plan, None
-    plan.by_rows = True
     spans = [span(o, fields) for comp in by_rows for o in comp]
 
     def meets(o: ObjectMeta) -> bool:
-        return any(_overlaps(span(o, fields), s) for s in spans)
+        return any(spans_meet(span(o, fields), s) for s in spans)
 
     members = [o for comp in by_rows for o in comp]
     tables = [
