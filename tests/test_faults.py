@@ -63,9 +63,7 @@ def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultPr
 
 def rows(pool: Pool, ref: str) -> list[Row]:
     t = pool.read(ref)
-    return sorted(
-        zip(t["w"].to_pylist(), t["i"].to_pylist(), t["j"].to_pylist(), strict=True)
-    )
+    return sorted(zip(t["w"].to_pylist(), t["i"].to_pylist(), t["j"].to_pylist(), strict=True))
 
 
 def load_rows(w: int, i: int, n: int = 3) -> list[Row]:
@@ -100,6 +98,7 @@ class Op:
     after: Callable[[list[Row], Pool], list[Row]]  # main's rows if it lands, from before
     writes_data: bool = True
     commits: bool = True
+    prepare: Callable[[Pool], None] | None = None  # before the faults are switched on
 
 
 def _compact(pool: Pool) -> Commit | None:
@@ -119,17 +118,52 @@ def _delete(pool: Pool) -> Commit:
     return delete_where(pool, "i = 1 and j = 0")
 
 
+def _compact_main(pool: Pool) -> None:
+    compact(pool, "main", list(pool.snapshot(pool.tip("main")).objects))
+
+
+def _revert_by_rows(pool: Pool) -> Commit:
+    """Revert load (0, 1) after compaction rewrote its object: the row-level path, which
+    writes new objects."""
+    from lake_core.changes import revert
+
+    load_1 = [c for c in pool.log("main") if not c.layout_only][-2]
+    return revert(pool, load_1.id)
+
+
+def _delete_on_dev_then_compact_main(pool: Pool) -> None:
+    from lake_core.changes import delete_where
+
+    delete_where(pool, "i = 1 and j = 0", "dev")
+    _compact_main(pool)
+
+
 def _cleanup(pool: Pool) -> None:
     cleanup(pool, timedelta(0), now=pool.clock.now() + timedelta(days=1))
     return None
 
 
 OPS = {
-    "load": Op("load", lambda p: load(p, [rows_for(7, 0)]), lambda r, p: sorted(r + load_rows(7, 0))),
+    "load": Op(
+        "load", lambda p: load(p, [rows_for(7, 0)]), lambda r, p: sorted(r + load_rows(7, 0))
+    ),
     "compact": Op("compact", _compact, lambda r, p: r),
     "delete": Op("delete", _delete, lambda r, p: [x for x in r if not (x[1] == 1 and x[2] == 0)]),
     "merge": Op("merge", _merge, lambda r, p: sorted(r + load_rows(1, 0)), writes_data=False),
     "cleanup": Op("cleanup", _cleanup, lambda r, p: r, writes_data=False, commits=False),
+    # History through maintenance: revert and merge by rows write new objects too.
+    "revert-by-rows": Op(
+        "revert-by-rows",
+        _revert_by_rows,
+        lambda r, p: [x for x in r if x[:2] != (0, 1)],
+        prepare=_compact_main,
+    ),
+    "merge-by-rows": Op(
+        "merge-by-rows",
+        _merge,
+        lambda r, p: sorted([x for x in r if x != (0, 1, 0)] + load_rows(1, 0)),
+        prepare=_delete_on_dev_then_compact_main,
+    ),
 }
 
 
@@ -158,16 +192,12 @@ def _readback(times: int) -> list[Rule]:
 FAULTS: dict[str, Fault] = {
     # The first try lands, its answer is lost; boto3's retry gets 412: our own entry.
     "journal-lost": Fault(lambda: [Rule("lost", method="PUT", key=JOURNAL)], expect="ok"),
-    "journal-lost-500": Fault(
-        lambda: [Rule("lost_error", method="PUT", key=JOURNAL)], expect="ok"
-    ),
+    "journal-lost-500": Fault(lambda: [Rule("lost_error", method="PUT", key=JOURNAL)], expect="ok"),
     # Issue 10 item 1a: the PUT lands, the answer is lost, then the journal is unreachable
     # until the operation gives up (the retries and every read-back fail) while the rest of
     # S3 answers — deleting the data objects would succeed. The outcome is unknown, and it
     # landed: the commit is the tip and all its data must still be there.
-    "journal-lost-then-down": Fault(
-        lambda: _lost_then_down(), expect="unknown", landed=True
-    ),
+    "journal-lost-then-down": Fault(lambda: _lost_then_down(), expect="unknown", landed=True),
     # The same with all of S3 down for N requests: 5 may or may not outlast the read-backs
     # (2 retries, then 3 + 3 reads); 17 does.
     "journal-lost-outage5": Fault(
@@ -242,11 +272,22 @@ FAST = {
     ("load", "commit-object-lost"),
     ("cleanup", "outage-midway"),
 }
+#: Revert and merge by rows, under the faults that decide "unknown" and item 4.
+BY_ROWS = [
+    (op, f)
+    for op in ("revert-by-rows", "merge-by-rows")
+    for f in (
+        "journal-lost-then-down",
+        "journal-readback-fails",
+        "commit-object-lost",
+        "data-put-fails",  # fails only if the op really writes objects: proof it went by rows
+    )
+]
 MATRIX = [
     pytest.param(op, f, id=f"{op}-{f}", marks=() if (op, f) in FAST else pytest.mark.slow)
     for f, fault in FAULTS.items()
     for op in fault.ops
-]
+] + [pytest.param(op, f, id=f"{op}-{f}") for op, f in BY_ROWS]
 
 
 def make_cleanup_work(pool: Pool) -> None:
@@ -286,6 +327,8 @@ def test_fault_matrix(proxy: FaultProxy, s3_bucket: str, op_name: str, fault_nam
     pool = setup_pool(uri)
     if op_name == "cleanup":
         make_cleanup_work(pool)
+    if op.prepare is not None:
+        op.prepare(pool)
     before = {b: rows(pool, b) for b in pool.branches()}
     logs_before = {b: log_ids(pool, b) for b in pool.branches()}
     pool = Lake.open(LakeConfig(uri=uri, user="op")).pool("p")  # nothing cached
@@ -601,6 +644,4 @@ def test_catalog_commit_with_unknown_outcome_deletes_nothing(
     assert sorted(str(c.name) for c in check.pools()) == ["p", "q"]  # it landed, whole
     load(check.pool("q"), [rows_for(3, 0)])
     assert rows(check.pool("q"), "main") == load_rows(3, 0)
-    assert rows(check.pool("p"), "main") == sorted(
-        [r for i in range(4) for r in load_rows(0, i)]
-    )
+    assert rows(check.pool("p"), "main") == sorted([r for i in range(4) for r in load_rows(0, i)])
