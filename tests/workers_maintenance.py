@@ -11,8 +11,13 @@ from lake_core.maintenance import compact
 from tests.workers import rows_for
 
 
-def compact_loop(uri: str, zk: str | None, pool: str, stop: Any, out: Any) -> None:
-    """Compact under the maintenance lock until ``stop`` is set; report commits made."""
+def compact_loop(
+    uri: str, zk: str | None, pool: str, stop: Any, out: Any, pause: float = 0.0
+) -> None:
+    """Compact under the maintenance lock until ``stop`` is set; report commits made.
+    ``pause`` seconds between runs let other lock holders in (the file lock is unfair)."""
+    import time
+
     lake = Lake.open(LakeConfig(uri=uri, zookeeper=zk, user="compactor"))
     p = lake.pool(pool)
     made = []
@@ -27,6 +32,7 @@ def compact_loop(uri: str, zk: str | None, pool: str, stop: Any, out: Any) -> No
                     continue
                 if r.commit is not None:
                     made.append(r.commit.id)
+            time.sleep(pause)
     out.put(("compactor", made, conflicts))
 
 
@@ -157,23 +163,5 @@ def race_cleaner(
 
 
 def race_compactor(uri: str, pool: str, stop: Any, out: Any) -> None:
-    """Like compact_loop, pausing between runs so that the cleaner gets the (unfair) file
-    lock too."""
-    import time
-
-    lake = Lake.open(LakeConfig(uri=uri, user="compactor"))
-    p = lake.pool(pool)
-    made: list[str] = []
-    conflicts = 0
-    with lake.locks() as locks:
-        while not stop.is_set():
-            with locks.maintenance_lock(p.id, timeout=60) as held:
-                try:
-                    r = compact(p, guard=held.check)
-                except CommitConflictError:
-                    conflicts += 1
-                    continue
-                if r.commit is not None:
-                    made.append(r.commit.id)
-            time.sleep(0.5)
-    out.put(("compactor", made, conflicts))
+    """compact_loop with local locks, pausing between runs so the cleaner gets the lock."""
+    compact_loop(uri, None, pool, stop, out, pause=0.5)
