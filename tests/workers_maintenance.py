@@ -53,7 +53,7 @@ def compact_once_at_barrier(uri: str, zk: str | None, pool: str, start: Any, out
     out.put(r.commit.id if r.commit is not None else None)
 
 
-# -- maintenance racing writers (tests/test_maintenance_race.py) ---------------------------------
+# -- maintenance racing writers (tests/core/test_maintenance_race.py) ---------------------------------
 
 
 def race_loader(uri: str, pool: str, worker: int, n: int, start: Any, out: Any) -> None:

@@ -13,7 +13,7 @@ import pytest
 from lake_core import Lake
 from lake_core.loading import load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _pool(lake: Lake):  # type: ignore[no-untyped-def]

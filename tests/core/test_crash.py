@@ -17,7 +17,7 @@ from lake_core import Lake, LakeConfig
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
 
 TRIALS = 30
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _spawn_writer(uri: str, worker: int) -> subprocess.Popen[str]:

@@ -524,4 +524,4 @@ def test_purge_of_an_unknown_commit_is_not_found(lake_uri: str) -> None:
 
 
 # The real race (loaders, deletes, compaction, vacate and cleanup with grace 0, in separate
-# processes) is tests/test_maintenance_race.py.
+# processes) is tests/core/test_maintenance_race.py.

@@ -20,7 +20,7 @@ from lake_core.maintenance import list_partitions
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 POOLS = """

@@ -22,7 +22,7 @@ from lake_core.cli import main
 from lake_core.loading import load
 from lake_core.output import jsonable, write_records
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def typed_table() -> pa.Table:

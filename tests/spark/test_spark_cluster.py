@@ -199,7 +199,7 @@ def test_ingest_and_compaction_on_a_standalone_cluster(
         [sys.executable, "-c",
          "import sys; from tests.test_spark_cluster import drive; drive(sys.argv[1], sys.argv[2])",
          cluster["master"], json.dumps(plan)],
-        capture_output=True, text=True, timeout=420, cwd=Path(__file__).parent.parent,
+        capture_output=True, text=True, timeout=420, cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-5000:]
     line = [x for x in out.stdout.splitlines() if x.startswith("REPORT ")][-1]

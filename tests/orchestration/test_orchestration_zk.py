@@ -21,7 +21,7 @@ from lake_core.loading import load
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DAGSTER = str(Path(sys.executable).parent / "dagster")
 POOLS = """
 pools:
