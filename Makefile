@@ -19,6 +19,7 @@ ui: setup
 
 lint: setup
 	$(VENV)/bin/ruff check lake_core lake_orchestration lake_spark tests bench scripts
+	$(VENV)/bin/lint-imports
 
 typecheck: setup
 	$(VENV)/bin/mypy lake_core lake_spark

@@ -14,36 +14,16 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import date, datetime
-from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lake_core.clock import to_iso
 from lake_core.errors import UsageError
-from lake_core.textcols import csv_bytes, ndjson_bytes, text_column
+from lake_core.textcols import csv_bytes, jsonable, ndjson_bytes, text_column
 
 FORMATS = ("table", "json", "csv", "parquet")
-
-
-def jsonable(value: Any) -> Any:
-    """A Python value as plain JSON (ISO timestamps, nested lists/dicts)."""
-    if isinstance(value, datetime):
-        return to_iso(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    return value
 
 
 def _cell(value: Any) -> str:

@@ -3,7 +3,7 @@
 
 Every encoder turns one Arrow column into a string column with Arrow compute kernels, so the
 cost is per batch, not per value; only types the kernels cannot render (nested values, binary,
-times of day) fall back to Python, per value, with :func:`lake_core.output.jsonable`'s rules.
+times of day) fall back to Python, per value, with :func:`jsonable`'s rules.
 
 The output contract (docs: ``CLI.md`` "Output and errors") holds value for value with the
 per-row Python formatting it replaces:
@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as _compute
+
+from lake_core.clock import to_iso
 
 #: The kernels, untyped: pyarrow's stubs reject mixing literal strings and arrays in a call.
 pc: Any = _compute
@@ -45,9 +49,24 @@ def _iso(col: Column) -> Column:
     return pc.strftime(col, format="%Y-%m-%dT%H:%M:%SZ", locale="C")
 
 
-def _python(col: Column, render: Any) -> Column:
-    from lake_core.output import jsonable
+def jsonable(value: Any) -> Any:
+    """A Python value as plain JSON (ISO timestamps, nested lists/dicts)."""
+    if isinstance(value, datetime):
+        return to_iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    return value
 
+
+def _python(col: Column, render: Any) -> Column:
     return pa.array(
         [None if v is None else render(jsonable(v)) for v in col.to_pylist()], pa.string()
     )

@@ -18,13 +18,16 @@ is the same file. A destination that already holds this version's root is refuse
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from lake_core.catalog.catalog import Catalog
 from lake_core.catalog.files import CatalogFiles
 from lake_core.catalog.node import decode_node, encode_root
 from lake_core.catalog.versions import LATEST_HINT, OLDEST_HINT
 from lake_core.errors import AlreadyExistsError, ObjectExistsError
 from lake_core.stores.base import ObjectStore
+
+if TYPE_CHECKING:  # the Catalog calls in here (Catalog.export); at run time only its instance is used
+    from lake_core.catalog.catalog import Catalog
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from lake_core.config import LakeConfig
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.lake import Lake
 from lake_core.names import split_ref
-from lake_core.output import jsonable, write_records
+from lake_core.output import write_records
 from lake_core.pool import MAIN, Pool
+from lake_core.textcols import jsonable
 from lake_core.units import format_size, human_size, parse_size
 
 

@@ -20,7 +20,8 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_core.cli import main
 from lake_core.loading import load
-from lake_core.output import jsonable, write_records
+from lake_core.output import write_records
+from lake_core.textcols import jsonable
 
 ROOT = Path(__file__).resolve().parents[2]
 
