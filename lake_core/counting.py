@@ -24,8 +24,8 @@ from lake_core.expr import (
     nodes,
     parse_predicate,
 )
-from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta
+from lake_core.poolkey import PoolKey
 from lake_core.scan import Scan, object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore

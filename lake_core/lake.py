@@ -20,11 +20,11 @@ from lake_core.errors import (
     PoolNotFoundError,
 )
 from lake_core.ids import new_id
-from lake_core.keys import PoolKey
 from lake_core.locks import LockProvider, open_lock_provider
 from lake_core.names import PoolName
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import Pool
+from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig, PoolRegistry
 from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store

@@ -66,7 +66,7 @@ from lake_core.objects import ObjectMeta, data_key
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
-from lake_core.snapshot import Snapshot, apply, check_actions
+from lake_core.snapshot import Snapshot, apply_commit, check_actions
 from lake_core.stores.base import ObjectStore
 from lake_core.vacated import read_vacated
 
@@ -304,7 +304,7 @@ class Pool:
                 chain = self._read_commits(list(commit.chain))
                 snap = base
                 for c in [*chain, commit]:
-                    snap = apply(snap, c)
+                    snap = apply_commit(snap, c)
         except (CorruptObjectError, ObjectNotFoundError, NotFoundError):
             # A damaged or missing cached snapshot must not make the pool unreadable
             # (Zed #4328): fall back to replaying the history from the root.
@@ -340,7 +340,7 @@ class Pool:
             path.append(self.read_commit(current.parent))
         snap = base
         for c in reversed(path):
-            snap = apply(snap, c)
+            snap = apply_commit(snap, c)
         return snap
 
     def log(self, ref: str | None = None) -> Iterator[Commit]:
@@ -523,7 +523,7 @@ class Pool:
         # it), so the next commit from this process decodes nothing.
         parent = Snapshot() if commit.parent is None else self._snapshots.get_or(commit.parent)
         if parent is not None:
-            self._snapshots.put(commit.id, apply(parent, commit))
+            self._snapshots.put(commit.id, apply_commit(parent, commit))
         return commit
 
     def _won_anyway(self, n: int, commit_id: str, branch: str, failure: str) -> bool:
@@ -612,7 +612,7 @@ class Pool:
             extra={**extra, "rows": rows},
         )
         if has_snapshot:
-            snap = apply(parent_snap, commit)
+            snap = apply_commit(parent_snap, commit)
             # The snapshot lands before the commit object, so a commit that says it has one
             # always does.
             self.store.put_if_missing_idempotent(snapshot_key(self.id, commit.id), snap.encode())

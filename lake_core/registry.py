@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from lake_core.clock import parse_iso, to_iso
-from lake_core.keys import PoolKey
 from lake_core.names import PoolName
+from lake_core.poolkey import PoolKey
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
 
 

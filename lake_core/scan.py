@@ -23,8 +23,8 @@ import pyarrow.compute as pc
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
 from lake_core.expr import ColumnStats, columns_of, may_match, parse_predicate, to_arrow_expression
 from lake_core.integrity import open_verified
-from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta
+from lake_core.poolkey import PoolKey
 from lake_core.reader import row_group_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore

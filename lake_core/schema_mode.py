@@ -23,7 +23,7 @@ import warnings
 import pyarrow as pa
 
 from lake_core.errors import MissingKeyError, MissingKeyWarning, SchemaModeError, UsageError
-from lake_core.keys import PoolKey
+from lake_core.poolkey import PoolKey
 
 MERGE = "merge"
 STRICT = "strict"

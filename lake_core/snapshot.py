@@ -1,8 +1,8 @@
 """Snapshots: the live object set and schema of a branch at one commit.
 
-State changes only through the pure function :func:`apply` (snapshot, commit) → snapshot, so
-replay, rebase and tests need no I/O. A snapshot is also what gets cached next to a commit
-(``<id>.snap``) so opening a tip reads a bounded number of objects.
+State changes only through the pure function :func:`apply_commit` (snapshot, commit) →
+snapshot, so replay, rebase and tests need no I/O. A snapshot is also what gets cached next to
+a commit (``<id>.snap``) so opening a tip reads a bounded number of objects.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def check_actions(snapshot: Snapshot, adds: Iterable[str], deletes: Iterable[str
         raise CommitConflictError(f"object {dup[0]} is already live on this branch")
 
 
-def apply(snapshot: Snapshot, commit: Commit) -> Snapshot:
+def apply_commit(snapshot: Snapshot, commit: Commit) -> Snapshot:
     """The snapshot after ``commit``. Pure. Raises CommitConflictError if the commit does not
     apply (replaying a valid history never does)."""
     objects = dict(snapshot.objects)

@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 from lake_core.clock import SYSTEM_CLOCK, Clock
 from lake_core.ids import new_id
 from lake_core.integrity import checksum
-from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta, data_key
+from lake_core.poolkey import PoolKey
 from lake_core.stats import ColumnMeta, encode_value, table_meta
 from lake_core.stores.base import ObjectStore
 

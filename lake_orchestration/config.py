@@ -38,9 +38,9 @@ import yaml  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from lake_core.ingest.formats import FORMATS
-from lake_core.keys import PoolKey
 from lake_core.names import PoolName
 from lake_core.partitions import PartitionSpec
+from lake_core.poolkey import PoolKey
 from lake_core.units import parse_duration, parse_size
 from lake_core.writer import DEFAULT_TARGET_SIZE
 

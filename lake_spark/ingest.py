@@ -48,10 +48,10 @@ from lake_core.commit import Commit
 from lake_core.errors import EmptyTransactionError
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_table, normalize_table, unify_schema
-from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
+from lake_core.poolkey import PoolKey
 from lake_core.writer import WriteOptions, sort_table, write_objects
 from lake_spark.ranges import (
     WEIGHT,

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lake_core.keys import PoolKey
+from lake_core.poolkey import PoolKey
 
 WEIGHT = "__lake_sample_weight"
 

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lake_core.errors import UsageError
-from lake_core.keys import PoolKey
 from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
+from lake_core.poolkey import PoolKey
 from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot
 from lake_spark.predicate import spark_predicate

@@ -2,7 +2,7 @@
 
 A transaction is its list of :class:`ActionDef` records. Each one names an object and, for a
 create, alter or replace, the definition file it points the object at (written before the
-action, under a fresh UUID, so it never changes). :func:`apply` performs one action on a
+action, under a fresh UUID, so it never changes). :func:`apply_action` performs one action on a
 :class:`CatalogState`, checking its precondition against *that* state; a transaction that lost
 the race for its version therefore re-applies ("replays") the same records on the newest root
 instead of reusing its stale tree (the Olympia reference's lost update).
@@ -10,8 +10,9 @@ instead of reusing its stale tree (the Olympia reference's lost update).
 Conflict rules, per object, between a pending action and the actions of the versions committed
 since the transaction began (:func:`find_conflict`):
 
-- creating an object conflicts only if the object exists on the newest root (``apply`` reports
-  it as already existing); a namespace created on first use (``if_not_exists``) never conflicts;
+- creating an object conflicts only if the object exists on the newest root
+  (``apply_action`` reports it as already existing); a namespace created on first use
+  (``if_not_exists``) never conflicts;
 - altering, replacing or dropping an object conflicts if any of those versions touched it;
 - a rollback conflicts with every version committed after it began;
 - an export conflicts with another export of the same name;
@@ -23,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace as dc_replace
 
 from lake_core.catalog import btree
-from lake_core.catalog.keys import INDEX_RULE, KIND, NAMESPACE, TABLE, VIEW, ObjectRef
+from lake_core.catalog.btree_keys import INDEX_RULE, KIND, NAMESPACE, TABLE, VIEW, ObjectRef
 from lake_core.catalog.node import CATALOG_DEF, RootFile
 from lake_core.catalog.proto import actions_pb2, objects_pb2
 from lake_core.catalog.state import CatalogState
@@ -91,7 +92,7 @@ def _missing(ref: ObjectRef) -> NotFoundError:
     return NotFoundError(ref.kind, ref.display)
 
 
-def apply(state: CatalogState, action: ActionDef) -> tuple[CatalogState, ActionDef | None]:
+def apply_action(state: CatalogState, action: ActionDef) -> tuple[CatalogState, ActionDef | None]:
     """Perform ``action`` on ``state``: the new state, and the action as performed (its
     ``previous_def_path`` filled in), or None when it changed nothing (a namespace created on
     first use that already exists). Raises AlreadyExistsError, NotFoundError, NotEmptyError."""

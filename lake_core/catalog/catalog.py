@@ -26,7 +26,7 @@ from lake_core.catalog.defs import (
 from lake_core.catalog.files import DEFAULT_CACHE_ENTRIES, CatalogFiles
 from lake_core.catalog.node import Action, Node, RootFile, decode_root, encode_root
 from lake_core.catalog.proto import actions_pb2, objects_pb2
-from lake_core.catalog.state import CatalogState, Snapshot
+from lake_core.catalog.state import CatalogSnapshot, CatalogState
 from lake_core.catalog.transaction import Transaction
 from lake_core.catalog.versions import (
     LATEST_HINT,
@@ -189,14 +189,16 @@ class Catalog:
             self._bases[root.export_base] = base
         return base
 
-    def snapshot_of(self, version: int, root: RootFile) -> Snapshot:
+    def snapshot_of(self, version: int, root: RootFile) -> CatalogSnapshot:
         files = self._files_for(root)
         definition = check_catalog_def(
             root.catalog_def, files.read_def(objects_pb2.CatalogDef, root.catalog_def)
         )
-        return Snapshot(version, root, CatalogState(root.tree, definition, root.catalog_def, files))
+        return CatalogSnapshot(
+            version, root, CatalogState(root.tree, definition, root.catalog_def, files)
+        )
 
-    def snapshot(self, version: int | None = None) -> Snapshot:
+    def snapshot(self, version: int | None = None) -> CatalogSnapshot:
         """Version ``version``, or the latest. Raises NotFoundError."""
         if version is None:
             latest = self.latest_version()
@@ -215,7 +217,7 @@ class Catalog:
             raise NotFoundError("catalog version", str(version), why) from None
         return self.snapshot_of(version, root)
 
-    def snapshot_as_of(self, when: datetime) -> Snapshot:
+    def snapshot_as_of(self, when: datetime) -> CatalogSnapshot:
         """The newest version committed at or before ``when``. Writers keep root timestamps
         non-decreasing, so this bisects over versions. Raises NotFoundError."""
         millis = int(when.timestamp() * 1000)
@@ -238,21 +240,21 @@ class Catalog:
                 hi = mid
         return self.snapshot(lo)
 
-    def snapshot_named(self, name: str) -> Snapshot:
+    def snapshot_named(self, name: str) -> CatalogSnapshot:
         """The version an export called ``name`` recorded. Raises NotFoundError."""
         exported = self.snapshot().state.catalog_def.exported_snapshots
         if name not in exported:
             raise NotFoundError("catalog export", name)
         return self.snapshot(parse_version_path(exported[name]))
 
-    def resolve(self, ref: str) -> Snapshot:
+    def resolve(self, ref: str) -> CatalogSnapshot:
         """``ref`` as ``--at-version`` takes it: a version number or an export's name."""
         text = ref.strip()
         if text.isdigit():
             return self.snapshot(int(text))
         return self.snapshot_named(text)
 
-    def log(self, limit: int | None = None) -> Iterator[Snapshot]:
+    def log(self, limit: int | None = None) -> Iterator[CatalogSnapshot]:
         """Versions newest first (root reads batched in parallel)."""
         latest = self.latest_version()
         if latest is None:

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from lake_core.catalog.keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef
+from lake_core.catalog.btree_keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef
 from lake_core.catalog.proto import objects_pb2
 from lake_core.errors import CorruptObjectError
 from lake_core.names import MAX_NAME_BYTES

@@ -12,14 +12,14 @@ from __future__ import annotations
 import builtins
 from datetime import UTC, datetime, timedelta
 
+from lake_core.catalog.btree_keys import ObjectRef
 from lake_core.catalog.catalog import Catalog
-from lake_core.catalog.keys import ObjectRef
 from lake_core.catalog.proto import objects_pb2
-from lake_core.catalog.state import Snapshot
+from lake_core.catalog.state import CatalogSnapshot
 from lake_core.config import LakeConfig
 from lake_core.errors import CorruptObjectError, NotFoundError, PoolNotFoundError
-from lake_core.keys import PoolKey
 from lake_core.names import PoolName
+from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig, PoolRegistry
 from lake_core.stores.base import ObjectStore
 
@@ -84,7 +84,7 @@ class CatalogPoolRegistry(PoolRegistry):
     def __init__(self, store: ObjectStore, config: LakeConfig, catalog: Catalog | None = None):
         self.catalog = catalog or Catalog.for_lake(store, config)
 
-    def _latest(self) -> Snapshot | None:
+    def _latest(self) -> CatalogSnapshot | None:
         try:
             return self.catalog.snapshot()
         except NotFoundError:
@@ -102,7 +102,7 @@ class CatalogPoolRegistry(PoolRegistry):
         return [] if snap is None else self.list_at(snap)
 
     @staticmethod
-    def list_at(snapshot: Snapshot) -> builtins.list[PoolConfig]:
+    def list_at(snapshot: CatalogSnapshot) -> builtins.list[PoolConfig]:
         """Every pool of one catalog version, sorted by name."""
         pools = [pool_config_of(ref, d) for ref, d in snapshot.state.pools()]
         return sorted(pools, key=lambda p: p.name)

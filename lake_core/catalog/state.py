@@ -1,7 +1,7 @@
 """The catalog's content at one point: a tree plus the catalog definition, and typed reads.
 
 :class:`CatalogState` is what a transaction works on (its running tree) and what a
-:class:`Snapshot` (one committed version) exposes. Reads go through the tree: looking up one
+:class:`CatalogSnapshot` (one committed version) exposes. Reads go through the tree: looking up one
 object costs one node read per level plus its definition; listing one kind of object (or one
 namespace's) reads only the nodes of that key range.
 """
@@ -15,8 +15,7 @@ from typing import TypeVar
 from google.protobuf.message import Message
 
 from lake_core.catalog import btree
-from lake_core.catalog.files import CatalogFiles
-from lake_core.catalog.keys import (
+from lake_core.catalog.btree_keys import (
     INDEX_RULE,
     NAMESPACE,
     TABLE,
@@ -27,6 +26,7 @@ from lake_core.catalog.keys import (
     parse_key,
     type_range,
 )
+from lake_core.catalog.files import CatalogFiles
 from lake_core.catalog.node import Node, RootFile
 from lake_core.catalog.proto import objects_pb2
 from lake_core.catalog.versions import version_path
@@ -135,7 +135,7 @@ class CatalogState:
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class CatalogSnapshot:
     """One committed catalog version."""
 
     version: int

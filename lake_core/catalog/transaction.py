@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import Message
 
 from lake_core.catalog import btree
-from lake_core.catalog.actions import ActionDef, apply, find_conflict, make, row_key
+from lake_core.catalog.actions import ActionDef, apply_action, find_conflict, make, row_key
+from lake_core.catalog.btree_keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef, parse_key
 from lake_core.catalog.defs import catalog_def_path, dtxn_path, encode_def, object_def_path
-from lake_core.catalog.keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef, parse_key
 from lake_core.catalog.node import Action, RootFile, encode_node, encode_root
 from lake_core.catalog.proto import actions_pb2, objects_pb2
-from lake_core.catalog.state import CatalogState, Snapshot
+from lake_core.catalog.state import CatalogSnapshot, CatalogState
 from lake_core.catalog.versions import LATEST_HINT, version_path
 from lake_core.errors import (
     CatalogConflictError,
@@ -76,7 +76,7 @@ class Transaction:
     def __init__(
         self,
         catalog: Catalog,
-        base: Snapshot,
+        base: CatalogSnapshot,
         *,
         transaction_id: str | None = None,
         began_at_millis: int | None = None,
@@ -113,7 +113,7 @@ class Transaction:
         if self._rollback is not None:
             raise UsageError("a rollback transaction makes no other changes")
         try:
-            state, done = apply(self.state, action)
+            state, done = apply_action(self.state, action)
         except LakeError:
             if action.def_path in self._written:  # refused: its definition is of no use
                 self._written.remove(action.def_path)
@@ -263,7 +263,7 @@ class Transaction:
             previous_def_path=state.catalog_def_path,
         )
 
-    def roll_back_to(self, target: Snapshot) -> None:
+    def roll_back_to(self, target: CatalogSnapshot) -> None:
         """Make this transaction restore ``target``'s objects (roll forward): its tree, with
         the current catalog definition (exports stay recorded), and one action per object
         that differs, so concurrent transactions see what changed."""
@@ -377,7 +377,7 @@ class Transaction:
             for intent in self.intents:
                 intent = self._concrete(intent, state)
                 replayed.append(intent)
-                state, done = apply(state, intent)
+                state, done = apply_action(state, intent)
                 if done is not None:
                     performed.append(done)
         except LakeError:
@@ -443,7 +443,7 @@ class Transaction:
         state = self.base.state
         for row in running.actions:
             intent = self._concrete(row.action, state)
-            state, done = apply(state, intent)
+            state, done = apply_action(state, intent)
             self.intents.append(intent)
             if done is not None:
                 self.actions.append(done)

@@ -26,9 +26,9 @@ from lake_core.errors import (
     ObjectExistsError,
     PoolNotFoundError,
 )
-from lake_core.keys import PoolKey
 from lake_core.loading import load
 from lake_core.names import PoolName
+from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig
 from lake_core.stores import ObjectStore
 from lake_core.stores.base import ObjectInfo

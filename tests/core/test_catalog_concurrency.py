@@ -15,8 +15,8 @@ from lake_core.catalog import Catalog, CatalogPoolRegistry, table_def_of
 from lake_core.catalog.btree import check, paths
 from lake_core.catalog.proto import actions_pb2
 from lake_core.errors import AlreadyExistsError, CatalogConflictError
-from lake_core.keys import PoolKey
 from lake_core.names import PoolName
+from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig
 from lake_core.stores import ObjectStore
 

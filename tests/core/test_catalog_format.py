@@ -9,8 +9,7 @@ import pyarrow.ipc as ipc
 import pytest
 
 from lake_core.catalog import btree
-from lake_core.catalog.defs import catalog_def_path, dtxn_path, object_def_path
-from lake_core.catalog.keys import (
+from lake_core.catalog.btree_keys import (
     INDEX_RULE,
     NAMESPACE,
     TABLE,
@@ -20,6 +19,7 @@ from lake_core.catalog.keys import (
     encode_type_id,
     parse_key,
 )
+from lake_core.catalog.defs import catalog_def_path, dtxn_path, object_def_path
 from lake_core.catalog.node import (
     Action,
     Node,

@@ -24,7 +24,7 @@ from lake_core.errors import (
 from lake_core.journal import Journal
 from lake_core.loading import load
 from lake_core.objects import ObjectMeta
-from lake_core.snapshot import Snapshot, apply
+from lake_core.snapshot import Snapshot, apply_commit
 from lake_core.stores.base import ObjectInfo, ObjectStore
 from tests.lakecheck import assert_journal_dense, journal_numbers, read_all
 
@@ -39,15 +39,15 @@ def _commit(cid: str, parent: str | None, depth: int, actions: tuple[Add | Delet
 
 def test_apply_is_pure_and_checks_actions() -> None:
     s0 = Snapshot()
-    s1 = apply(s0, _commit("c1", None, 1, (Add(_obj("o1")), Add(_obj("o2")))))
-    s2 = apply(s1, _commit("c2", "c1", 2, (Delete("o1"),)))
+    s1 = apply_commit(s0, _commit("c1", None, 1, (Add(_obj("o1")), Add(_obj("o2")))))
+    s2 = apply_commit(s1, _commit("c2", "c1", 2, (Delete("o1"),)))
     assert list(s0.objects) == []
     assert list(s1.objects) == ["o1", "o2"]
     assert list(s2.objects) == ["o2"]
     with pytest.raises(CommitConflictError, match="o1"):
-        apply(s2, _commit("c3", "c2", 3, (Delete("o1"),)))
+        apply_commit(s2, _commit("c3", "c2", 3, (Delete("o1"),)))
     with pytest.raises(CommitConflictError, match="twice"):
-        apply(s2, _commit("c3", "c2", 3, (Add(_obj("o2")),)))
+        apply_commit(s2, _commit("c3", "c2", 3, (Add(_obj("o2")),)))
 
 
 def test_init_twice_fails_and_open_needs_a_lake(lake_uri: str) -> None:

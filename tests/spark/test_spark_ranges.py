@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lake_core.keys import PoolKey
+from lake_core.poolkey import PoolKey
 from lake_spark.ranges import (
     WEIGHT,
     assign_buckets,
