@@ -130,7 +130,7 @@ class Lake:
 
     def _open_pool(self, config: PoolConfig) -> Pool:
         if self.config.conditional_writes:
-            return Pool(self.store, config, self.config)
+            return Pool(self.store, config, self.config, locks=self.locks)
         # No conditional writes: every journal append holds the pool's journal lock (Zed's
         # lock-service strategy). Without ZooKeeper that is a file lock: one machine only.
         if self._journal_locks is None:
@@ -140,7 +140,7 @@ class Lake:
         def journal_lock() -> Any:
             return locks.journal_lock(config.id, timeout=120)
 
-        return Pool(self.store, config, self.config, journal_lock)
+        return Pool(self.store, config, self.config, journal_lock, locks=self.locks)
 
     def pools(self) -> list[PoolConfig]:
         return self.registry.list()

@@ -29,8 +29,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -70,6 +71,25 @@ from lake_core.snapshot import Snapshot, apply_commit, check_actions
 from lake_core.stores.base import ObjectStore
 from lake_core.vacated import read_vacated
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from lake_core.counting import CountResult
+    from lake_core.diff import SnapshotDiff
+    from lake_core.integrity import Verdict
+    from lake_core.loading import Source, Staged
+    from lake_core.locks import LockHandle, LockProvider
+    from lake_core.maintenance import (
+        CleanupResult,
+        CompactionResult,
+        Fragmentation,
+        PartitionInfo,
+        PurgeResult,
+        RetainResult,
+        VacateResult,
+    )
+    from lake_core.maintenance.policy import CompactionRun
+
 MAIN = "main"
 #: Journal-table names that are not branches start with "@" (invalid in branch names):
 #: ``@tail/<branch>`` is the branch's oldest readable commit after a vacate, ``@vacated`` the
@@ -99,7 +119,18 @@ class _LRU(OrderedDict[str, Any]):
 
 
 class Pool:
-    """One pool of a lake. Cheap to construct; caches immutable commits and snapshots."""
+    """One pool of a lake: the handle for reads and writes alike. Cheap to construct; caches
+    immutable commits and snapshots.
+
+    Reads: :meth:`scan`, :meth:`read`, :meth:`files`, :meth:`dataset`, :meth:`log`,
+    :meth:`schema`, :meth:`count`, :meth:`diff`, :meth:`verify`. Writes, each one commit (or
+    none): :meth:`load`, :meth:`add` + :meth:`commit_staged`, :meth:`delete`, :meth:`merge`,
+    :meth:`revert`. Maintenance, each under the pool's maintenance lock: :meth:`compact`,
+    :meth:`retain`, :meth:`drop_partition`, :meth:`rewrite_partition`, :meth:`vacate`,
+    :meth:`cleanup`, :meth:`purge`. Each method delegates to the module that owns the work
+    (:mod:`lake_core.loading`, :mod:`lake_core.changes`, :mod:`lake_core.maintenance` …),
+    whose functions stay public for callers that hold a lock themselves (the CLI, Spark).
+    """
 
     def __init__(
         self,
@@ -107,6 +138,7 @@ class Pool:
         config: PoolConfig,
         lake_config: LakeConfig,
         journal_lock: Callable[[], AbstractContextManager[Any]] | None = None,
+        locks: Callable[[], LockProvider] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -116,6 +148,7 @@ class Pool:
         self._commits = _LRU(_CACHE_COMMITS)
         self._snapshots = _LRU(_CACHE_SNAPSHOTS)
         self._rng = random.Random()
+        self._locks = locks
 
     @property
     def id(self) -> str:
@@ -660,3 +693,337 @@ class Pool:
         except BaseException:
             self.discard_objects(objects)
             raise
+
+    # -- the handle: writes, maintenance and inspection -----------------------------------------
+    #
+    # The modules doing this work import this one (they take a Pool), so each method imports
+    # its module when called: importing pool.py must not import them, or the import graph has
+    # a cycle.
+
+    def schema(self, ref: str | None = None, *, as_of: datetime | None = None) -> pa.Schema | None:
+        """The pool's schema at ``ref`` (branch or commit; default main): every column loaded
+        so far, in first-seen order. None before the first load."""
+        return self.snapshot(self.resolve(ref, as_of)).schema
+
+    def count(
+        self, where: str | None = None, ref: str | None = None, *, as_of: datetime | None = None
+    ) -> CountResult:
+        """How many rows of ``ref`` match ``where`` (all rows without it): ``.rows``. Objects
+        whose recorded stats settle the question are not read (:mod:`lake_core.counting`)."""
+        from lake_core.counting import count_rows
+
+        snap = self.snapshot(self.resolve(ref, as_of))
+        return count_rows(self.store, self.id, self.config.key, snap, where)
+
+    def diff(self, ref1: str | None, ref2: str | None) -> SnapshotDiff:
+        """Objects and rows added and removed going from ``ref1`` to ``ref2``."""
+        from lake_core.diff import diff_snapshots
+
+        return diff_snapshots(self.snapshot(self.resolve(ref1)), self.snapshot(self.resolve(ref2)))
+
+    def verify(self, ref: str | None = None, *, check: bool = True) -> list[Verdict]:
+        """Re-read every live object of ``ref`` (default: every branch) and check its size,
+        rows and checksum against what its commit recorded. One verdict per object, by id;
+        with ``check`` a corrupt or missing object raises CorruptDataObjectError after all
+        were read (:mod:`lake_core.integrity`)."""
+        from lake_core.integrity import raise_for_verdicts, verify_objects
+
+        tips = [self.resolve(ref)] if ref is not None else list(self.branches().values())
+        live: dict[str, ObjectMeta] = {}
+        for tip in tips:
+            live.update(self.snapshot(tip).objects)
+        metas = sorted(live.values(), key=lambda o: o.id)
+        verdicts = verify_objects(self.store, self.id, metas, self.name)
+        if check:
+            raise_for_verdicts(verdicts, self.name)
+        return verdicts
+
+    def load(
+        self,
+        sources: Source | Sequence[Source],
+        branch: str = MAIN,
+        *,
+        fmt: str = "auto",
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+        on_object: Callable[[ObjectMeta], None] | None = None,
+    ) -> Commit:
+        """Load files (paths, ``-`` for stdin, binary streams) or Arrow tables into ``branch``
+        in one commit; nothing is visible on failure (:func:`lake_core.loading.load`)."""
+        from lake_core.loading import load
+
+        return load(
+            self,
+            _sources(sources),
+            branch,
+            fmt=fmt,
+            author=author,
+            message=message,
+            meta=meta,
+            on_object=on_object,
+        )
+
+    def add(
+        self, sources: Source | Sequence[Source], branch: str = MAIN, *, fmt: str = "auto"
+    ) -> Staged:
+        """Write ``sources`` as staged work, not committed (``lake add``); commit it with
+        :meth:`commit_staged` (:func:`lake_core.loading.stage`)."""
+        from lake_core.loading import stage
+
+        return stage(self, _sources(sources), branch, fmt=fmt)
+
+    def staged(self) -> list[Staged]:
+        """Staged work awaiting :meth:`commit_staged`, oldest first (``lake status``)."""
+        from lake_core.loading import list_staged
+
+        return list_staged(self)
+
+    def commit_staged(
+        self,
+        staged_ids: Sequence[str],
+        branch: str = MAIN,
+        *,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+    ) -> Commit:
+        """Commit staged work (several ids: one commit), then forget it
+        (:func:`lake_core.loading.commit_staged`)."""
+        from lake_core.loading import commit_staged
+
+        return commit_staged(self, staged_ids, branch, author=author, message=message, meta=meta)
+
+    def delete(
+        self,
+        where: str | None = None,
+        branch: str = MAIN,
+        *,
+        ids: Sequence[str] | None = None,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+    ) -> Commit:
+        """Delete the rows matching ``where`` (rewriting only the objects that hold them), or
+        the objects ``ids``, in one commit (:mod:`lake_core.changes`). Exactly one of the two.
+        No matching row raises NoRowsMatchedError (an EmptyTransactionError); nothing is
+        committed."""
+        from lake_core.changes import delete_objects, delete_where
+
+        if (where is None) == (ids is None):
+            raise UsageError("give either where or ids, not both or neither")
+        if where is not None:
+            return delete_where(self, where, branch, author=author, message=message, meta=meta)
+        assert ids is not None
+        return delete_objects(self, list(ids), branch, author=author, message=message, meta=meta)
+
+    def merge(
+        self,
+        source: str,
+        into: str = MAIN,
+        *,
+        resolve: str | None = None,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+    ) -> Commit:
+        """Apply ``source``'s changes since the merge base to ``into`` in one commit, three-way
+        by rows; ``resolve`` (``theirs``/``ours``) settles conflicting rows
+        (:func:`lake_core.changes.merge`)."""
+        from lake_core.changes import merge
+
+        return merge(
+            self, source, into, author=author, message=message, meta=meta, resolve=resolve
+        )
+
+    def revert(
+        self,
+        commit_id: str,
+        branch: str = MAIN,
+        *,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+    ) -> Commit:
+        """Undo one commit's rows in a new commit on ``branch``, even after compaction
+        (:func:`lake_core.changes.revert`)."""
+        from lake_core.changes import revert
+
+        return revert(self, commit_id, branch, author=author, message=message, meta=meta)
+
+    @contextmanager
+    def maintenance_lock(self, timeout: float | None = 600.0) -> Iterator[LockHandle]:
+        """Hold the pool's maintenance lock (ZooKeeper when the lake is configured with it,
+        else a local file lock), waiting up to ``timeout`` seconds. Pass the handle's
+        ``check`` as ``guard`` to maintenance run inside the block."""
+        if self._locks is None:
+            raise UsageError(
+                f"pool {self.name} was opened without its lake's locks: open it with "
+                "Lake.pool(), or hold the maintenance lock yourself and pass guard="
+            )
+        with self._locks() as provider, provider.maintenance_lock(self.id, timeout=timeout) as held:
+            yield held
+
+    @contextmanager
+    def _guarded(
+        self, guard: Callable[[], None] | None, lock_timeout: float | None
+    ) -> Iterator[Callable[[], None]]:
+        """The commit guard for maintenance: the caller's (who holds the lock), else the check
+        of the maintenance lock taken here for the block."""
+        if guard is not None:
+            yield guard
+            return
+        with self.maintenance_lock(lock_timeout) as held:
+            yield held.check
+
+    def compact(
+        self,
+        branch: str = MAIN,
+        object_ids: Sequence[str] | None = None,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+        message: str = "",
+        on_run: Callable[[int, int, CompactionRun], None] | None = None,
+    ) -> CompactionResult:
+        """LSM-compact ``branch``: ``object_ids`` merged together per partition, or what the
+        policy picks; ``.commit`` is None when there was nothing to do. Takes the maintenance
+        lock unless ``guard`` says the caller holds it
+        (:func:`lake_core.maintenance.compact`)."""
+        from lake_core.maintenance import compact
+
+        ids = list(object_ids) if object_ids else None
+        with self._guarded(guard, lock_timeout) as check:
+            return compact(
+                self, branch, ids, guard=check, author=author, message=message, on_run=on_run
+            )
+
+    def fragmentation(self, branch: str = MAIN) -> Fragmentation:
+        """How far ``branch`` is from compacted (``lake objects --summary``)."""
+        from lake_core.maintenance import fragmentation
+
+        return fragmentation(self, branch)
+
+    def retain(
+        self,
+        older_than: timedelta,
+        branch: str = MAIN,
+        *,
+        now: datetime | None = None,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+    ) -> RetainResult:
+        """Remove the rows whose time is before ``now - older_than`` in one commit; ``.commit``
+        is None when none is. Under the maintenance lock (:mod:`lake_core.maintenance.retain`)."""
+        from lake_core.maintenance import retain
+
+        with self._guarded(guard, lock_timeout) as check:
+            return retain(self, older_than, branch, now=now, guard=check, author=author)
+
+    def partitions(
+        self, ref: str | None = None, *, as_of: datetime | None = None
+    ) -> list[PartitionInfo]:
+        """The partitions of ``ref`` with their objects, rows and bytes, sorted by value."""
+        from lake_core.maintenance import list_partitions
+
+        return list_partitions(self, ref, as_of)
+
+    def drop_partition(
+        self,
+        value: str,
+        branch: str = MAIN,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+    ) -> Commit:
+        """Delete every object of partition ``value`` in one metadata-only commit, under the
+        maintenance lock (:func:`lake_core.maintenance.drop_partition`)."""
+        from lake_core.maintenance import drop_partition
+
+        with self._guarded(guard, lock_timeout) as check:
+            return drop_partition(self, value, branch, guard=check, author=author)
+
+    def rewrite_partition(
+        self,
+        value: str,
+        sources: Source | Sequence[Source],
+        branch: str = MAIN,
+        *,
+        fmt: str = "auto",
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+    ) -> Commit:
+        """Replace partition ``value``'s rows with ``sources`` atomically, under the
+        maintenance lock (:func:`lake_core.maintenance.rewrite_partition`)."""
+        from lake_core.maintenance import rewrite_partition
+
+        with self._guarded(guard, lock_timeout) as check:
+            return rewrite_partition(
+                self,
+                value,
+                _sources(sources),
+                branch,
+                fmt=fmt,
+                guard=check,
+                author=author,
+                message=message,
+                meta=meta,
+            )
+
+    def vacate(
+        self,
+        before: datetime,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+    ) -> VacateResult:
+        """Cut the history older than ``before`` (data stays until :meth:`cleanup`), under the
+        maintenance lock (:mod:`lake_core.maintenance.vacate`)."""
+        from lake_core.maintenance import vacate
+
+        with self._guarded(guard, lock_timeout) as check:
+            return vacate(self, before, guard=check)
+
+    def cleanup(
+        self,
+        grace: timedelta,
+        *,
+        dry_run: bool = False,
+        now: datetime | None = None,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+    ) -> CleanupResult:
+        """Delete what no retained commit, branch or staged work reaches, past ``grace`` (and
+        the minimum orphan age), under the maintenance lock
+        (:mod:`lake_core.maintenance.cleanup`)."""
+        from lake_core.maintenance import cleanup
+
+        with self._guarded(guard, lock_timeout) as check:
+            return cleanup(self, grace, dry_run=dry_run, guard=check, now=now)
+
+    def purge(
+        self,
+        commit_id: str,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+    ) -> PurgeResult:
+        """Danger zone: physically delete the data objects ``commit_id`` added, now, under the
+        maintenance lock (:mod:`lake_core.maintenance.purge`)."""
+        from lake_core.maintenance import purge
+
+        with self._guarded(guard, lock_timeout) as check:
+            return purge(self, commit_id, guard=check)
+
+
+def _sources(sources: Source | Sequence[Source]) -> list[Source]:
+    """One source or several, as a list (a path string is one source, not characters)."""
+    if isinstance(sources, (str, Path, pa.Table)) or hasattr(sources, "read"):
+        return [sources]  # type: ignore[list-item]
+    return list(sources)
