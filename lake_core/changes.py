@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,12 +34,15 @@ from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_m
 from lake_core.ingest.schema import unify_schema
 from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import span
+from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.pool import MAIN, Pool
 from lake_core.scan import _conform, object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 _ROW = "__lakepool_row__"
 

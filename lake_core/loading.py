@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pyarrow as pa
 
@@ -22,10 +22,13 @@ from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoun
 from lake_core.ids import new_id
 from lake_core.inflight import check_write_window, write_window_guard
 from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
+from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.pool import MAIN, Pool
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.writer import WriteOptions, write_partitioned
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 Source = str | Path | BinaryIO | pa.Table
 STAGED_FORMAT = "lakepool.staged"

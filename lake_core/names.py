@@ -11,6 +11,13 @@ from dataclasses import dataclass
 
 from lake_core.errors import InvalidNameError
 
+#: The branch every pool starts with.
+MAIN = "main"
+#: Journal-table names that are not branches start with "@" (invalid in branch names):
+#: ``@tail/<branch>`` is the branch's oldest readable commit after a vacate, ``@vacated`` the
+#: vacate time.
+TAIL_PREFIX = "@tail/"
+VACATED = "@vacated"
 #: The catalog's maximum name length in UTF-8 bytes (object keys pad names to this width).
 MAX_NAME_BYTES = 64
 DEFAULT_NAMESPACE = "default"

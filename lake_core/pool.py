@@ -62,7 +62,7 @@ from lake_core.errors import (
 )
 from lake_core.ids import is_ksuid, ksuid_time, new_id
 from lake_core.journal import Journal, JournalEntry
-from lake_core.names import validate_name
+from lake_core.names import MAIN, TAIL_PREFIX, VACATED, validate_name
 from lake_core.objects import ObjectMeta, data_key
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
@@ -90,12 +90,8 @@ if TYPE_CHECKING:
     )
     from lake_core.maintenance.policy import CompactionRun
 
-MAIN = "main"
-#: Journal-table names that are not branches start with "@" (invalid in branch names):
-#: ``@tail/<branch>`` is the branch's oldest readable commit after a vacate, ``@vacated`` the
-#: vacate time.
-TAIL_PREFIX = "@tail/"
-VACATED = "@vacated"
+__all__ = ["MAIN", "TAIL_PREFIX", "VACATED", "Pool"]
+
 _CACHE_COMMITS = 4096
 _CACHE_SNAPSHOTS = 16
 

@@ -78,7 +78,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lake_core.clock import to_iso
 from lake_core.commit import Commit, commit_key
@@ -86,9 +86,12 @@ from lake_core.errors import CorruptObjectError, ObjectNotFoundError, UsageError
 from lake_core.ids import is_ksuid
 from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.loading import list_staged
+from lake_core.names import TAIL_PREFIX
 from lake_core.objects import OBJECT_SUFFIX, data_key
-from lake_core.pool import TAIL_PREFIX, Pool
 from lake_core.stores.base import ObjectInfo
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 _READ_THREADS = 16
 _ENTRY_RE = re.compile(r"^([0-9]+)\.json$")

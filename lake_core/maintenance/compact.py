@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -29,10 +29,13 @@ from lake_core.maintenance.policy import (
     planned_size,
     span,
 )
+from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.pool import MAIN, Pool
 from lake_core.scan import _conform
 from lake_core.writer import WriteOptions, sort_table, write_objects
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 
 @dataclass(frozen=True)

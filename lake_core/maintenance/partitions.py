@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_core.commit import Commit
 from lake_core.errors import NotFoundError, UsageError
 from lake_core.loading import Source, read_sources
-from lake_core.pool import MAIN, Pool
+from lake_core.names import MAIN
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.writer import WriteOptions, write_objects
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 
 @dataclass(frozen=True)

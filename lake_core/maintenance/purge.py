@@ -15,15 +15,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.errors import CorruptObjectError, NotFoundError, ObjectExistsError
 from lake_core.ids import is_ksuid
 from lake_core.objects import data_key
-from lake_core.pool import Pool
 from lake_core.stores.base import ObjectStore
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 PURGED_FORMAT = "lakepool.purged"
 PURGED_VERSION = 1

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,11 +40,14 @@ import pyarrow.compute as pc
 from lake_core.clock import to_iso
 from lake_core.commit import Commit
 from lake_core.errors import CommitStateUnknownError, UsageError
+from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta, data_key
-from lake_core.pool import MAIN, Pool
 from lake_core.reader import open_object
 from lake_core.snapshot import Snapshot
 from lake_core.writer import WriteOptions, write_objects
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 _TIME_TRANSFORMS = ("day", "month", "year")
 

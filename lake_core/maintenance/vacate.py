@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_core.clock import to_iso
 from lake_core.commit import snapshot_key
 from lake_core.errors import NotFoundError, ObjectExistsError
-from lake_core.pool import TAIL_PREFIX, VACATED, Pool
+from lake_core.names import TAIL_PREFIX, VACATED
 from lake_core.vacated import write_vacated
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 
 @dataclass(frozen=True)
