@@ -31,12 +31,12 @@ from lake_core.errors import (
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
-from lake_core.ingest.schema import unify_schema
+from lake_core.ingest.schema import conform_to, unify_schema
 from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import span
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.scan import _conform, object_stats
+from lake_core.scan import object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
@@ -96,7 +96,7 @@ def delete_where(
     for obj in snap.objects.values():
         if not may_match(expr, object_stats(obj, schema), schema):
             continue
-        table = _conform(read_verified(pool.store, pool.id, obj, pool.name), schema)
+        table = conform_to(read_verified(pool.store, pool.id, obj, pool.name), schema)
         rows = pa.array(range(table.num_rows), pa.int64())
         hit = table.append_column(_ROW, rows).filter(predicate).column(_ROW)
         if len(hit) == 0:

@@ -35,11 +35,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.errors import CorruptObjectError
+from lake_core.ingest.schema import conform_to
 from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import SpanOrder, key_lt, span
 from lake_core.objects import ObjectMeta
 from lake_core.rowsets import cancel, group_rows, pair_rows
-from lake_core.scan import _conform
 from lake_core.snapshot import Snapshot
 
 if TYPE_CHECKING:  # the pool module imports nothing from here; only changes does
@@ -99,7 +99,7 @@ def _components(objects: list[ObjectMeta], fields: tuple[str, ...]) -> list[list
 
 def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> pa.Table:
     """The rows of ``objects``, conformed to ``schema`` (one table, in the given order)."""
-    tables = [_conform(read_verified(pool.store, pool.id, o, pool.name), schema) for o in objects]
+    tables = [conform_to(read_verified(pool.store, pool.id, o, pool.name), schema) for o in objects]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

@@ -21,7 +21,7 @@ from lake_core.commit import Commit, decode_schema, encode_schema
 from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError
 from lake_core.ids import new_id
 from lake_core.inflight import check_write_window, write_window_guard
-from lake_core.ingest import conform_table, normalize_table, read_input, unify_schema
+from lake_core.ingest import conform_to, normalize_table, read_input, unify_schema
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
@@ -77,7 +77,7 @@ def read_sources(
         tables.append(table)
     if not tables or schema is None:
         return pa.table({}), schema
-    tables = [conform_table(t, schema) for t in tables]
+    tables = [conform_to(t, schema, exact=False) for t in tables]
     combined = (
         tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
     )

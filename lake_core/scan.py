@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
 from lake_core.expr import ColumnStats, columns_of, may_match, parse_predicate, to_arrow_expression
+from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
@@ -60,18 +61,6 @@ def object_stats(obj: ObjectMeta, schema: pa.Schema) -> dict[str, ColumnStats]:
         else:
             out[name] = ColumnStats(col.decoded_min(), col.decoded_max(), col.nulls, obj.count)
     return out
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``schema``'s columns, in order (missing ones null)."""
-    cols = []
-    for f in schema:
-        if f.name in table.schema.names:
-            col = table.column(f.name)
-            cols.append(col if col.type == f.type else col.cast(f.type))
-        else:
-            cols.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(cols, schema=schema)
 
 
 class Scan:
@@ -193,7 +182,7 @@ class Scan:
                 for i in range(meta.num_columns)
                 if meta.row_group(rg).column(i).path_in_schema.split(".")[0] in read_cols
             )
-            full = _conform(table, schema)
+            full = conform_to(table, schema)
             if self.filter is not None:
                 full = full.filter(self.filter)
             yield full

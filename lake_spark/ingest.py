@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 from lake_core.commit import Commit
 from lake_core.errors import EmptyTransactionError
 from lake_core.inflight import write_window_guard
-from lake_core.ingest import conform_table, normalize_table, unify_schema
+from lake_core.ingest import conform_to, normalize_table, unify_schema
 from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
@@ -258,7 +258,7 @@ def _unify(
         kept += with_rows
     if schema is None or not kept:
         return schema, None, []
-    conformed = [conform_table(t, schema) for t in layouts]
+    conformed = [conform_to(t, schema, exact=False) for t in layouts]
     layout = pa.concat_tables(conformed, promote_options="default").schema
     return schema, layout, kept
 
@@ -273,17 +273,20 @@ def _plan_ranges(
     samples: dict[str | None, list[pa.Table]] = {}
     for s in surveys:
         assert s.samples is not None
-        sampled = conform_table(s.samples, schema)
+        sampled = conform_to(s.samples, schema, exact=False)
         if spec is None:
             estimate[None] = estimate.get(None, 0.0) + s.rows * s.bytes_per_row
             samples.setdefault(None, []).append(sampled)
             continue
         assert s.partitions is not None
-        reps = conform_table(s.partitions, schema)
-        values = spec.values(_with_layout(reps, layout)).to_pylist()
+        reps = conform_to(s.partitions, schema, exact=False)
+        # Partition values of the types the writer sees: the layout's.
+        values = spec.values(conform_to(reps, layout)).to_pylist()
         for value, count in zip(values, reps.column(_COUNT).to_pylist(), strict=True):
             estimate[value] = estimate.get(value, 0.0) + int(count or 0) * s.bytes_per_row
-        for value, part in spec.split(_with_layout(sampled, layout)):
+        # ``sampled`` has the pool's types already; a sample lacking the partition column is
+        # all in partition null, as it is once the layout adds the column as nulls.
+        for value, part in spec.split(sampled):
             samples.setdefault(value, []).append(part)
     ranges: dict[str | None, tuple[int, pa.Table]] = {}
     partitions: list[str | None] = []
@@ -298,15 +301,6 @@ def _plan_ranges(
         ranges[value] = (len(partitions), bounds)
         partitions += [value] * (bounds.num_rows + 1)
     return replace(job, schema=schema, layout=layout, ranges=ranges, partitions=tuple(partitions))
-
-
-def _with_layout(table: pa.Table, layout: pa.Schema) -> pa.Table:
-    """``table`` with a null column for each layout column it lacks (as a concatenation with
-    other sources gives it), so partition checks see the type the writer sees."""
-    for f in layout:
-        if f.name not in table.schema.names:
-            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-    return table
 
 
 # -- stage 3: bucket and write (tasks) --------------------------------------------------------
@@ -357,7 +351,7 @@ def _bucketize(job: _Job, table: pa.Table, chunk: int) -> Iterator[_Piece]:
     """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
     numbers follow the chunk's order and then the rows' order."""
     assert job.schema is not None
-    table = conform_table(table, job.schema)
+    table = conform_to(table, job.schema, exact=False)
     groups = job.spec.split(table) if job.spec is not None else [(None, table)]
     for value, part in groups:
         if value not in job.ranges:
@@ -415,18 +409,6 @@ _BUCKET_TYPES: dict[str, pa.DataType] = {
 _BUCKET_SCHEMA = pa.schema(_BUCKET_TYPES)
 
 
-def _layout_table(table: pa.Table, layout: pa.Schema) -> pa.Table:
-    """``table`` with exactly ``layout``'s columns in its order (missing ones null)."""
-    columns = []
-    for f in layout:
-        if f.name in table.schema.names:
-            column = table.column(f.name)
-            columns.append(column if column.type == f.type else column.cast(f.type))
-        else:
-            columns.append(pa.chunked_array([pa.nulls(table.num_rows, f.type)]))
-    return pa.Table.from_arrays(columns, schema=layout)
-
-
 def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Written]]:
     def run(bucket: int, items: Iterable[_Piece]) -> Iterator[_Written]:
         written: list[ObjectMeta] = []
@@ -451,7 +433,7 @@ def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Writ
             write_objects(
                 task_store(job.uri),
                 job.pool_id,
-                _layout_table(table, job.layout),
+                conform_to(table, job.layout),
                 job.key,
                 job.options,
                 partition=job.partitions[bucket],

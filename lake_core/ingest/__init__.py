@@ -9,12 +9,12 @@ and fold their schemas into a pool's accumulated schema.
 
 from lake_core.ingest.formats import FORMATS, detect_format
 from lake_core.ingest.readers import read_input
-from lake_core.ingest.schema import conform_table, unify_schema
+from lake_core.ingest.schema import conform_to, unify_schema
 from lake_core.ingest.types import normalize_table, normalize_type
 
 __all__ = [
     "FORMATS",
-    "conform_table",
+    "conform_to",
     "detect_format",
     "normalize_table",
     "normalize_type",

@@ -1,8 +1,9 @@
 """A pool's accumulated schema: union of columns and the type-conflict rules.
 
 Owns :func:`unify_schema` (pool schema + incoming schema -> new pool schema, or a
-:class:`~lake_core.errors.SchemaConflictError`) and :func:`conform_table` (cast an incoming table
-to the pool's types where the rules widen it).
+:class:`~lake_core.errors.SchemaConflictError`) and :func:`conform_to` (fit a table to a schema:
+an incoming table to the pool's types where the rules widen it, or an object's rows to exactly
+the pool's columns when read).
 
 Rules, applied to normalized types (:mod:`lake_core.ingest.types`):
 - The pool schema is the union of the columns it has seen: existing columns keep their place,
@@ -10,7 +11,7 @@ Rules, applied to normalized types (:mod:`lake_core.ingest.types`):
   recursively; list elements and map items unify recursively.
 - Equal types unify. A ``null`` column (every value null in a JSON or CSV file) unifies with any
   type and never conflicts; a ``null`` pool column takes the first real type that arrives.
-- Incoming ``int64`` into a pool ``float64`` column is accepted; :func:`conform_table` casts it
+- Incoming ``int64`` into a pool ``float64`` column is accepted; :func:`conform_to` casts it
   (integers beyond 2**53 round to the nearest float). The reverse, incoming ``float64`` into a
   pool ``int64`` column, is a conflict: widening the pool would mean rewriting every object
   already written, and objects are never rewritten to change a schema.
@@ -48,27 +49,48 @@ def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa
     return pa.schema(fields)
 
 
-def conform_table(table: pa.Table, pool: pa.Schema) -> pa.Table:
-    """``table`` with each column the pool knows cast to the pool's type where the rules allow.
+def conform_to(table: pa.Table, schema: pa.Schema, *, exact: bool = True) -> pa.Table:
+    """``table`` made to fit ``schema``: the one way a table is fitted to a pool's schema, on
+    the read path and the write path alike.
 
-    The table keeps its column order and its columns; pool columns it lacks are not added (and
-    struct fields it lacks are not added either). Raises SchemaConflictError for a column the
-    pool cannot accept; call :func:`unify_schema` first to get the source named in the error.
-    """
+    Each column ``schema`` knows takes ``schema``'s type where the rules allow it (equal types;
+    a ``null`` column takes any type; ``int64`` becomes ``float64``, integers beyond 2**53
+    rounding; struct fields, list elements and map items by the same rules, recursively);
+    anything else raises SchemaConflictError naming the column (call :func:`unify_schema`
+    first to have the input named too).
+
+    ``exact`` (reading an object as the pool's schema): the result has exactly ``schema``'s
+    columns, in its order; columns and struct fields the table lacks are null, columns
+    ``schema`` lacks are dropped. Not ``exact`` (an input about to be written): the table keeps
+    its own columns, their order and the struct fields it has; only types change, since an
+    object never carries a column it has no value for."""
+    if exact:
+        columns: list[pa.ChunkedArray[Any] | pa.Array[Any]] = []
+        present = set(table.schema.names)
+        for field in schema:
+            if field.name not in present:
+                columns.append(pa.nulls(table.num_rows, field.type))
+                continue
+            column = table.column(field.name)
+            if column.type != field.type:
+                _conform_type(column.type, field.type, field.name)  # the rules, or a conflict
+                column = column.cast(field.type, safe=False)
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=schema)
     fields: list[pa.Field[Any]] = []
-    columns: list[pa.ChunkedArray[Any]] = []
-    pool_names = set(pool.names)
+    kept: list[pa.ChunkedArray[Any]] = []
+    pool_names = set(schema.names)
     for field, column in zip(table.schema, table.columns, strict=True):
         if field.name in pool_names:
-            target = _conform_type(field.type, pool.field(field.name).type, field.name)
+            target = _conform_type(field.type, schema.field(field.name).type, field.name)
             if target != field.type:
                 # Unsafe only to let int64 -> float64 round large integers; the other casts
                 # (from null, into equal types) cannot lose anything.
                 column = column.cast(target, safe=False)
                 field = pa.field(field.name, target)
         fields.append(field)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+        kept.append(column)
+    return pa.Table.from_arrays(kept, schema=pa.schema(fields))
 
 
 def _unify_type(pool: pa.DataType, new: pa.DataType, path: str, source: str) -> pa.DataType:

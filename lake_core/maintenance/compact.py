@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lake_core.commit import Commit
 from lake_core.errors import NotFoundError
+from lake_core.ingest.schema import conform_to
 from lake_core.integrity import read_verified
 from lake_core.maintenance.policy import (
     PLAN_SIZE_TAG,
@@ -31,7 +32,6 @@ from lake_core.maintenance.policy import (
 )
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.scan import _conform
 from lake_core.writer import WriteOptions, sort_table, write_objects
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
     def read(o: ObjectMeta) -> pa.Table:
         # Every byte is fetched anyway: check it is the object the commit recorded.
         table = read_verified(pool.store, pool.id, o, pool.name)
-        return _conform(table, run_schema)
+        return conform_to(table, run_schema)
 
     ordered = sorted(run.objects, key=lambda o: o.id)
     # Parquet decoding releases the GIL: read the sources on a few threads (order kept).

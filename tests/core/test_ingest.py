@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from lake_core.errors import MalformedInputError, SchemaConflictError, UsageError
 from lake_core.ingest import (
     FORMATS,
-    conform_table,
+    conform_to,
     detect_format,
     normalize_table,
     read_input,
@@ -501,7 +501,7 @@ def test_int_into_float_pool_is_allowed_and_conformed() -> None:
     pool = pa.schema([("x", pa.float64()), ("y", pa.string())])
     incoming = pa.table({"x": pa.array([1, 2], pa.int64())})
     assert unify_schema(pool, incoming.schema, "f") == pool
-    conformed = conform_table(incoming, pool)
+    conformed = conform_to(incoming, pool, exact=False)
     assert conformed.schema == pa.schema([("x", pa.float64())])  # y is not added
     assert conformed.column("x").to_pylist() == [1.0, 2.0]
 
@@ -528,7 +528,7 @@ def test_struct_fields_union_and_conform_keeps_the_tables_fields() -> None:
     )
     pool = unify_schema(pool, incoming.schema, "f2")
     assert pool.field("s").type == pa.struct([("a", pa.float64()), ("b", pa.string())])
-    conformed = conform_table(incoming, pool)
+    conformed = conform_to(incoming, pool, exact=False)
     assert conformed.schema.field("s").type == pa.struct([("b", pa.string()), ("a", pa.float64())])
     assert conformed.to_pylist() == [{"s": {"b": "x", "a": 1.0}}]
 
@@ -551,7 +551,7 @@ def test_null_columns_unify_with_anything_and_conform_to_the_pool_type() -> None
     pool = pa.schema([("a", pa.int64()), ("s", pa.struct([("t", TS)]))])
     nulls = pa.table({"a": pa.nulls(2), "s": pa.nulls(2)})
     assert unify_schema(pool, nulls.schema, "f") == pool
-    conformed = conform_table(nulls, pool)
+    conformed = conform_to(nulls, pool, exact=False)
     assert conformed.schema == pool
     assert conformed.column("a").to_pylist() == [None, None]
     # A null pool column takes the first real type.
@@ -567,7 +567,32 @@ def test_string_kinds_are_not_conflicts() -> None:
 
 def test_conform_refuses_a_conflicting_column() -> None:
     with pytest.raises(SchemaConflictError):
-        conform_table(pa.table({"a": ["x"]}), pa.schema([("a", pa.int64())]))
+        conform_to(pa.table({"a": ["x"]}), pa.schema([("a", pa.int64())]), exact=False)
+
+
+def test_conform_exact_gives_exactly_the_schemas_columns() -> None:
+    """The read side: an object's rows as the pool's schema — its column order, nulls for the
+    columns and struct fields the object lacks, extras dropped, int64 read as float64."""
+    pool = pa.schema(
+        [
+            ("k", pa.float64()),
+            ("s", pa.struct([("a", pa.int64()), ("b", pa.string())])),
+            ("m", pa.string()),
+        ]
+    )
+    obj = pa.table(
+        {
+            "x": ["dropped"],
+            "s": pa.array([{"a": 7}], pa.struct([("a", pa.int64())])),
+            "k": pa.array([2**53 + 1], pa.int64()),
+        }
+    )
+    read = conform_to(obj, pool)
+    assert read.schema == pool
+    assert read.to_pylist() == [{"k": float(2**53), "s": {"a": 7, "b": None}, "m": None}]
+    with pytest.raises(SchemaConflictError) as err:
+        conform_to(pa.table({"m": [1]}), pool)
+    assert err.value.column == "m"
 
 
 def test_loaded_files_unify_end_to_end(tmp_path: Path) -> None:
@@ -575,7 +600,7 @@ def test_loaded_files_unify_end_to_end(tmp_path: Path) -> None:
     second = read_input(write(tmp_path / "2.csv", "x,n,t\n2,,2026-01-05T10:00:00Z\n"))
     pool = unify_schema(unify_schema(None, first.schema, "1"), second.schema, "2")
     assert pool == pa.schema([("x", pa.float64()), ("n", pa.null()), ("t", TS)])
-    assert conform_table(second, pool).to_pylist() == [
+    assert conform_to(second, pool, exact=False).to_pylist() == [
         {"x": 2.0, "n": None, "t": utc(2026, 1, 5, 10)}
     ]
 
