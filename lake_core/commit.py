@@ -37,7 +37,8 @@ SNAPSHOT_INTERVAL = 32
 #: ones (a delete by predicate removes ``removed - added`` rows net; a compaction 0).
 #: ``reverts`` names the commit a revert undid; ``layout_only`` marks a commit that moved rows
 #: between objects without changing them (compaction), which history operations see through.
-EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only")
+#: ``txn`` lists the application transactions the commit landed (:mod:`lake_core.txn`).
+EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only", "txn")
 
 
 def commit_key(pool_id: str, commit_id: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lake_core.clock import SYSTEM_CLOCK, Clock
+from lake_core.stores.s3config import S3Config
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class LakeConfig:
     conditional_writes: bool = True
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     clock: Clock = SYSTEM_CLOCK
+    #: How to reach S3 for an ``s3://`` lake (None: boto3's standard resolution).
+    s3: S3Config | None = None
 
     @classmethod
     def resolve(

@@ -404,3 +404,21 @@ class WriteWindowExpiredError(CommitConflictError):
             f"this write began at {started}, more than {window} ago; its objects may already "
             "count as orphans, so it was not committed (run it again)"
         )
+
+
+class TxnCommittedError(LakeError):
+    """The application transaction (``app``, ``version``) is already committed on the branch
+    (it records ``recorded`` for ``app``): nothing was committed now (see
+    :mod:`lake_core.txn`). Not a failure for a retried or racing writer: its work is in."""
+
+    def __init__(self, app: str, version: int, recorded: int) -> None:
+        super().__init__(app, version, recorded)
+        self.app = app
+        self.version = version
+        self.recorded = recorded
+
+    def __str__(self) -> str:
+        return (
+            f"transaction {self.app!r} version {self.version} is already committed "
+            f"(the branch records version {self.recorded}); nothing was committed"
+        )

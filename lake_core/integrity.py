@@ -28,8 +28,14 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lake_core.errors import CorruptDataObjectError, CorruptObjectError, ObjectNotFoundError
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.errors import (
+    CorruptDataObjectError,
+    CorruptObjectError,
+    LakeError,
+    ObjectNotFoundError,
+    SchemaConflictError,
+)
+from lake_core.objects import OBJECT_SUFFIX, ObjectMeta, data_key
 from lake_core.reader import OpenObject, open_object, row_group_stats
 from lake_core.stats import encode_value
 from lake_core.stores.base import ObjectStore
@@ -196,3 +202,70 @@ def raise_for_verdicts(verdicts: list[Verdict], pool: str) -> None:
         return
     more = f" (and {len(bad) - 1} more corrupt objects)" if len(bad) > 1 else ""
     raise CorruptDataObjectError(bad[0].object_id, pool, f"{bad[0].problem}{more}")
+
+
+@dataclass(frozen=True)
+class Presence:
+    """Which of a live set's objects are not in the store at their recorded size."""
+
+    objects: int
+    missing: list[str]
+    wrong_size: list[str]  # "ID: N bytes, recorded M"
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.wrong_size
+
+
+def check_presence(store: ObjectStore, pool_id: str, metas: list[ObjectMeta]) -> Presence:
+    """Every object of ``metas`` is in the store with its recorded size: one listing of the
+    pool's data objects, no object read."""
+    prefix = data_key(pool_id, "").removesuffix(OBJECT_SUFFIX)
+    sizes = {i.key: i.size for i in store.list(prefix)}
+    missing: list[str] = []
+    wrong: list[str] = []
+    for meta in metas:
+        size = sizes.get(data_key(pool_id, meta.id))
+        if size is None:
+            missing.append(meta.id)
+        elif size != meta.size:
+            wrong.append(f"{meta.id}: {size} bytes, recorded {meta.size}")
+    return Presence(len(metas), missing, wrong)
+
+
+def schema_conflicts(
+    store: ObjectStore, pool_id: str, metas: list[ObjectMeta], schema: pa.Schema | None
+) -> list[str]:
+    """Why each object of ``metas`` does not fit the pool ``schema`` (empty: all fit). A
+    column fits when the pool's rules (:func:`lake_core.ingest.schema.unify_schema`) accept
+    its type into the pool's unchanged; recorded types equal to the pool's pass without
+    reading, others are judged from the object's Parquet footer."""
+    from lake_core.ingest.schema import unify_schema
+
+    if schema is None:
+        return ["the pool has objects but no schema"] if metas else []
+    pool_fields = {f.name: f for f in schema}
+    out: list[str] = []
+    for meta in metas:
+        footer: pa.Schema | None = None
+        for name, col in meta.columns.items():
+            field = pool_fields.get(name)
+            if field is None:
+                out.append(f"{meta.id}: column {name} is not in the pool schema")
+                continue
+            if col.type in (str(field.type), "null"):
+                continue
+            try:
+                if footer is None:
+                    opened = open_object(store, data_key(pool_id, meta.id), meta.size)
+                    footer = opened.file.schema_arrow
+                merged = unify_schema(pa.schema([field]), pa.schema([footer.field(name)]), meta.id)
+                fits = merged.field(name).type.equals(field.type)
+            except (SchemaConflictError, KeyError):
+                fits = False
+            except LakeError as e:
+                out.append(f"{meta.id}: {e}")
+                break
+            if not fits:
+                out.append(f"{meta.id}: column {name} is {col.type}, the pool has {field.type}")
+    return out

@@ -52,7 +52,7 @@ class Lake:
     def init(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
         """Create a lake at ``config.uri``. Raises AlreadyExistsError if one is there."""
         config = LakeConfig(uri=config) if isinstance(config, str) else config
-        store = store or open_store(config.uri, config.conditional_writes)
+        store = store or open_store(config.uri, config.conditional_writes, config.s3)
         lake_id = new_id(config.clock)
         marker = encode_doc(
             LAKE_FORMAT, LAKE_VERSION, {"id": lake_id, "created": to_iso(config.clock.now())}
@@ -69,7 +69,7 @@ class Lake:
     def open(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
         """Open the lake at ``config.uri``. Raises NotFoundError if there is none."""
         config = LakeConfig(uri=config) if isinstance(config, str) else config
-        store = store or open_store(config.uri, config.conditional_writes)
+        store = store or open_store(config.uri, config.conditional_writes, config.s3)
         try:
             data = store.get(MARKER_KEY)
         except ObjectNotFoundError:

@@ -25,6 +25,7 @@ from lake_core.ingest import conform_to, normalize_table, read_input, unify_sche
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
+from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_partitioned
 
 if TYPE_CHECKING:
@@ -126,10 +127,18 @@ def load(
     message: str = "",
     meta: Any = None,
     on_object: Callable[[ObjectMeta], None] | None = None,
+    txn: Txn | Sequence[Txn] | None = None,
 ) -> Commit:
     """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure.
     On CommitStateUnknownError the objects stay: the commit may have landed. The commit point
-    must come within the write window (see :mod:`lake_core.inflight`)."""
+    must come within the write window (see :mod:`lake_core.inflight`).
+
+    ``txn``: the application transaction(s) this load is (:mod:`lake_core.txn`). One already
+    committed on ``branch`` raises TxnCommittedError before any input is read; one committed
+    by a racing writer meanwhile raises it at the commit point, the objects discarded."""
+    txns = as_txns(txn)
+    if txns:
+        check_txns(pool.snapshot(pool.tip(branch)).txns, txns)
     started = pool.clock.now()
     objects, schema = write_sources(pool, sources, branch, fmt, on_object)
     names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
@@ -144,6 +153,7 @@ def load(
             incoming_schema=schema,
             source=names,
             guard=write_window_guard(pool.clock, started),
+            txn=txns,
         )
 
 

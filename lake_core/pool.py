@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
@@ -69,6 +69,7 @@ from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot, apply_commit, check_actions
 from lake_core.stores.base import ObjectStore
+from lake_core.txn import TXN_FIELD, Txn, as_txns, check_txns, commit_txns, encode_txns
 from lake_core.vacated import read_vacated
 
 if TYPE_CHECKING:
@@ -372,6 +373,15 @@ class Pool:
             snap = apply_commit(snap, c)
         return snap
 
+    def last_txn(self, app: str, branch: str = MAIN) -> int | None:
+        """The highest version of application transaction ``app`` committed on ``branch``
+        (None: none): one snapshot open, however long the history (:mod:`lake_core.txn`)."""
+        return self.snapshot(self.tip(branch)).txns.get(app)
+
+    def txns(self, branch: str = MAIN) -> dict[str, int]:
+        """Every application id committed on ``branch`` with its highest version."""
+        return dict(self.snapshot(self.tip(branch)).txns)
+
     def log(self, ref: str | None = None) -> Iterator[Commit]:
         """Commits from ``ref``'s tip back to the first retained one, newest first."""
         commit_id = self.resolve(ref)
@@ -456,8 +466,12 @@ class Pool:
         extra: dict[str, Any] | None = None,
         guard: Callable[[], None] | None = None,
         prune_columns: bool = False,
+        txn: Txn | Sequence[Txn] | None = None,
     ) -> Commit:
         """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
+
+        ``txn``: application transactions this commit lands (:mod:`lake_core.txn`), checked
+        against the parent of every attempt: TxnCommittedError when one is in already.
 
         ``prune_columns``: drop from the pool schema the columns no live object carries after
         this commit (a revert that removes the only rows of a column removes the column);
@@ -473,6 +487,9 @@ class Pool:
             raise EmptyTransactionError("nothing to commit")
         author = author or self.lake_config.user
         retry = self.lake_config.retry
+        txns = as_txns(txn)
+        if txns:
+            extra = {**(extra or {}), TXN_FIELD: encode_txns(txns)}
         pending: Commit | None = None
         # Invariant: ``pending`` is only ever discarded while no journal entry can point at it:
         # every earlier append of it was proven lost (its entry number holds another writer's
@@ -587,6 +604,9 @@ class Pool:
     ) -> Commit:
         parent_snap = self.snapshot(parent_id)
         check_actions(parent_snap, [o.id for o in adds], deletes)
+        # Against the parent this attempt lands on: a racing writer of the same transaction
+        # that won the append is seen here on the retry, and this one commits nothing.
+        check_txns(parent_snap.txns, commit_txns(extra))
         schema = None
         if incoming_schema is not None and len(incoming_schema) > 0:
             from lake_core.ingest.schema import unify_schema

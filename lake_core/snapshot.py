@@ -18,6 +18,7 @@ from lake_core.codec import decode_doc, encode_doc
 from lake_core.commit import Add, Commit, Delete, decode_schema, encode_schema
 from lake_core.errors import CommitConflictError, CorruptObjectError
 from lake_core.objects import ObjectMeta
+from lake_core.txn import apply_txns
 
 SNAPSHOT_FORMAT = "lakepool.snapshot"
 SNAPSHOT_VERSION = 1
@@ -26,12 +27,14 @@ SNAPSHOT_VERSION = 1
 @dataclass(frozen=True)
 class Snapshot:
     """Live objects (in the order they were added) and the accumulated schema at ``commit_id``
-    (None: the empty pool before its first commit)."""
+    (None: the empty pool before its first commit). ``txns``: application id -> highest
+    transaction version committed on this lineage (:mod:`lake_core.txn`)."""
 
     commit_id: str | None = None
     depth: int = 0
     objects: Mapping[str, ObjectMeta] = field(default_factory=lambda: MappingProxyType({}))
     schema: pa.Schema | None = None
+    txns: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -40,6 +43,8 @@ class Snapshot:
             "schema": encode_schema(self.schema) if self.schema is not None else None,
             "objects": [o.to_json() for o in self.objects.values()],
         }
+        if self.txns:  # absent when empty: snapshots without transactions read as before
+            body["txns"] = dict(self.txns)
         return encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, body)
 
     @classmethod
@@ -48,7 +53,14 @@ class Snapshot:
         try:
             objs = {o["id"]: ObjectMeta.from_json(o) for o in doc["objects"]}
             schema = decode_schema(doc["schema"]) if doc.get("schema") else None
-            return cls(doc.get("commit"), int(doc["depth"]), MappingProxyType(objs), schema)
+            txns = {str(k): int(v) for k, v in (doc.get("txns") or {}).items()}
+            return cls(
+                doc.get("commit"),
+                int(doc["depth"]),
+                MappingProxyType(objs),
+                schema,
+                MappingProxyType(txns),
+            )
         except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
             raise CorruptObjectError(key, f"malformed snapshot ({type(e).__name__})") from None
 
@@ -93,4 +105,7 @@ def apply_commit(snapshot: Snapshot, commit: Commit) -> Snapshot:
                 )
             objects[action.object.id] = action.object
     schema = commit.schema if commit.schema is not None else snapshot.schema
-    return Snapshot(commit.id, commit.depth, MappingProxyType(objects), schema)
+    txns = apply_txns(snapshot.txns, commit.extra)
+    return Snapshot(
+        commit.id, commit.depth, MappingProxyType(objects), schema, MappingProxyType(dict(txns))
+    )

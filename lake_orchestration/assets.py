@@ -1,9 +1,10 @@
 """Pools as assets: one asset per entry of the pools config.
 
 Materializing an unpartitioned pool ingests landing files into one commit: the files a sensor
-named in the run config, or else every landing file the pool's retained log does not record
-yet. Each ingest commit records its files in ``meta.landing``, which makes a retried or manual
-run skip what is already in (the sensor's run keys are the first guard; this is the second).
+named in the run config, or else every landing file the pool holds no commit of. Each file is
+an application transaction recorded in the commit (:func:`lake_core.landing.ingest_once`), so
+a retried, manual or racing run commits no file twice (the sensor's run keys are the first
+guard; the transactions are the one that holds under any concurrency).
 
 A day-partitioned pool is a daily-partitioned asset. Materializing partition D replaces the
 pool's partition D, atomically, with the rows of the landing files of day D
@@ -19,19 +20,18 @@ from typing import Any
 
 import dagster as dg
 
+from lake_core.commit import Commit
+from lake_core.landing import LANDING_META, LandingZone, files_by_day, ingest_once
 from lake_core.loading import Source
 from lake_core.maintenance import rewrite_partition
-from lake_core.pool import Pool
+from lake_core.txn import Txn
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.engine import load_sources
-from lake_orchestration.landing import LandingFile, LandingZone
 from lake_orchestration.metadata import pool_metadata
 from lake_orchestration.resources import LakeResource
 
 GROUP = "lake_pools"
 KIND = "lakepool"
-#: The commit ``meta`` key that records which landing files a commit ingested.
-LANDING_META = "landing"
 
 
 class IngestConfig(dg.Config):
@@ -55,20 +55,9 @@ def daily_partitions(spec: PoolSpec) -> dg.DailyPartitionsDefinition | None:
     )
 
 
-def ingested_files(pool: Pool, branch: str, location: str) -> set[str]:
-    """Landing paths (of ``location``) that the branch's retained log records as ingested."""
-    out: set[str] = set()
-    for commit in pool.log(branch):
-        meta = commit.meta if isinstance(commit.meta, dict) else {}
-        landing = meta.get(LANDING_META)
-        if isinstance(landing, dict) and landing.get("location") == location:
-            out.update(str(f) for f in landing.get("files", []))
-    return out
-
-
 def _run_meta(context: dg.AssetExecutionContext, zone: LandingZone, files: Sequence[str]) -> Any:
     return {
-        LANDING_META: {"location": zone.location, "files": list(files)},
+        LANDING_META: zone.meta(files),
         "dagster": {"run_id": context.run.run_id, "asset": context.asset_key.to_user_string()},
     }
 
@@ -117,42 +106,41 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
         if zone is None:
             raise dg.Failure(f"pool {spec.name} has no landing zone to ingest from")
         wanted = list(config.files) or [f.path for f in zone.files()]
-        done = ingested_files(pool, spec.branch, zone.location)
-        todo = [f for f in dict.fromkeys(wanted) if f not in done]
-        if len(todo) < len(wanted):
-            context.log.info(f"skipping {len(wanted) - len(todo)} files already in {spec.name}")
-        if not todo:
+
+        def load_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit:
+            return load_sources(
+                lake,
+                pool,
+                _sources(lake, zone, files),
+                branch=spec.branch,
+                message=f"ingested {len(files)} landing files "
+                f"(dagster run {context.run.run_id[:8]})",
+                meta=_run_meta(context, zone, files),
+                txn=txns,
+            )
+
+        done = ingest_once(pool, zone, wanted, load_files, spec.branch)
+        if done.skipped:
+            context.log.info(f"skipping {len(done.skipped)} files already in {spec.name}")
+        if not done.commits:
             context.log.info("no new landing files: nothing to ingest")
             return dg.MaterializeResult(
                 metadata={**pool_metadata(pool, spec.branch), "lake/files": 0}
             )
-        commit = load_sources(
-            lake,
-            pool,
-            _sources(lake, zone, todo),
-            branch=spec.branch,
-            message=f"ingested {len(todo)} landing files (dagster run {context.run.run_id[:8]})",
-            meta=_run_meta(context, zone, todo),
-        )
-        context.log.info(f"{commit.id} committed: {len(todo)} files into {spec.name}")
+        commits = [c for c, _ in done.commits]
+        commit = commits[-1]
+        for c, files in done.commits:
+            context.log.info(f"{c.id} committed: {len(files)} files into {spec.name}")
         return dg.MaterializeResult(
             metadata={
-                **pool_metadata(pool, spec.branch, commit),
-                "lake/files": len(todo),
-                "lake/landing_files": dg.MetadataValue.json(todo[:100]),
+                **pool_metadata(pool, spec.branch, commit, changes=commits),
+                "lake/files": len(done.files),
+                "lake/landing_files": dg.MetadataValue.json(done.files[:100]),
             },
             data_version=dg.DataVersion(commit.id),
         )
 
     return pool_asset
-
-
-def files_by_day(files: Sequence[LandingFile]) -> dict[str, list[LandingFile]]:
-    out: dict[str, list[LandingFile]] = {}
-    for f in files:
-        if f.day is not None:
-            out.setdefault(f.day, []).append(f)
-    return out
 
 
 def _build_daily_asset(spec: PoolSpec) -> dg.AssetsDefinition:

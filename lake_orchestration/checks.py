@@ -1,22 +1,21 @@
 """Asset checks per pool: the live objects exist with their recorded sizes, no object's
 columns conflict with the pool schema, and fragmentation is under the policy's threshold.
 
-They read the lake only (one listing of the pool's data prefix, Parquet footers only for
-objects whose recorded types differ from the pool's), so they are safe to run at any time.
+Each is a lake_core function (:func:`lake_core.integrity.check_presence`,
+:func:`lake_core.integrity.schema_conflicts`, :func:`lake_core.maintenance.fragmentation`);
+this module only turns their answers into check results. They read the lake only (one listing
+of the pool's data objects, Parquet footers only for objects whose recorded types differ from
+the pool's), so they are safe to run at any time.
 """
 
 from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
-import pyarrow as pa
 
-from lake_core.errors import LakeError, SchemaConflictError
-from lake_core.ingest.schema import unify_schema
+from lake_core.integrity import check_presence, schema_conflicts
 from lake_core.maintenance import fragmentation
-from lake_core.objects import ObjectMeta, data_key
 from lake_core.pool import Pool
-from lake_core.reader import open_object
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.resources import LakeResource
@@ -30,71 +29,23 @@ _SHOW = 20
 def check_objects(pool: Pool, branch: str) -> tuple[bool, dict[str, Any]]:
     """Every live object is in the store with the size its commit recorded."""
     snap = pool.snapshot(pool.tip(branch))
-    prefix = f"pools/{pool.id}/data/"
-    sizes = {i.key: i.size for i in pool.store.list(prefix)}
-    missing: list[str] = []
-    wrong: list[str] = []
-    for o in snap.objects.values():
-        size = sizes.get(data_key(pool.id, o.id))
-        if size is None:
-            missing.append(o.id)
-        elif size != o.size:
-            wrong.append(f"{o.id}: {size} bytes, recorded {o.size}")
+    found = check_presence(pool.store, pool.id, list(snap.objects.values()))
     md: dict[str, Any] = {
-        "lake/objects": len(snap.objects),
-        "lake/missing": len(missing),
-        "lake/wrong_size": len(wrong),
+        "lake/objects": found.objects,
+        "lake/missing": len(found.missing),
+        "lake/wrong_size": len(found.wrong_size),
     }
-    if missing:
-        md["lake/missing_ids"] = dg.MetadataValue.json(missing[:_SHOW])
-    if wrong:
-        md["lake/wrong_size_ids"] = dg.MetadataValue.json(wrong[:_SHOW])
-    return not missing and not wrong, md
-
-
-def _recorded_ok(obj_type: str, pool_type: str) -> bool | None:
-    """Whether a recorded column type fits the pool's by the schema rules; None: nested types,
-    decided from the object's Parquet schema."""
-    if obj_type in (pool_type, "null") or (obj_type == "int64" and pool_type == "double"):
-        return True
-    if obj_type.startswith(("struct<", "list<", "large_list<", "map<")):
-        return None
-    return False
-
-
-def _object_conflicts(pool: Pool, o: ObjectMeta, schema: pa.Schema) -> Iterator[str]:
-    pool_types = {f.name: f for f in schema}
-    footer: pa.Schema | None = None
-    for name, col in o.columns.items():
-        field = pool_types.get(name)
-        if field is None:
-            yield f"{o.id}: column {name} is not in the pool schema"
-            continue
-        ok = _recorded_ok(col.type, str(field.type))
-        if ok is None:
-            if footer is None:
-                footer = open_object(pool.store, data_key(pool.id, o.id), o.size).file.schema_arrow
-            try:
-                merged = unify_schema(pa.schema([field]), pa.schema([footer.field(name)]), o.id)
-                ok = merged.field(name).type.equals(field.type)
-            except (SchemaConflictError, KeyError):
-                ok = False
-        if not ok:
-            yield f"{o.id}: column {name} is {col.type}, the pool has {field.type}"
+    if found.missing:
+        md["lake/missing_ids"] = dg.MetadataValue.json(found.missing[:_SHOW])
+    if found.wrong_size:
+        md["lake/wrong_size_ids"] = dg.MetadataValue.json(found.wrong_size[:_SHOW])
+    return found.ok, md
 
 
 def check_schema(pool: Pool, branch: str) -> tuple[bool, dict[str, Any]]:
     """No live object has a column whose type conflicts with the pool schema."""
     snap = pool.snapshot(pool.tip(branch))
-    conflicts: list[str] = []
-    if snap.objects and snap.schema is None:
-        conflicts.append("the pool has objects but no schema")
-    elif snap.schema is not None:
-        for o in snap.objects.values():
-            try:
-                conflicts.extend(_object_conflicts(pool, o, snap.schema))
-            except LakeError as e:
-                conflicts.append(f"{o.id}: {e}")
+    conflicts = schema_conflicts(pool.store, pool.id, list(snap.objects.values()), snap.schema)
     md: dict[str, Any] = {
         "lake/columns": len(snap.schema) if snap.schema is not None else 0,
         "lake/conflicts": len(conflicts),

@@ -16,6 +16,7 @@ from lake_core.commit import Commit
 from lake_core.loading import Source, load
 from lake_core.maintenance import CleanupResult, CompactionResult, cleanup, compact
 from lake_core.pool import Pool
+from lake_core.txn import Txn
 from lake_orchestration.resources import LakeResource
 
 
@@ -27,8 +28,10 @@ def load_sources(
     branch: str,
     message: str,
     meta: Any,
+    txn: Sequence[Txn] = (),
 ) -> Commit:
-    """Ingest ``sources`` into ``branch`` as one commit."""
+    """Ingest ``sources`` into ``branch`` as one commit landing the transactions ``txn``
+    (TxnCommittedError when one is in already: see :mod:`lake_core.txn`)."""
     if lake.engine == "spark":
         from lake_spark import spark_load
 
@@ -40,8 +43,9 @@ def load_sources(
             author=lake.user,
             message=message,
             meta=meta,
+            txn=txn,
         )
-    return load(pool, sources, branch, author=lake.user, message=message, meta=meta)
+    return load(pool, sources, branch, author=lake.user, message=message, meta=meta, txn=txn)
 
 
 def compact_pool(

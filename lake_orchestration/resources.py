@@ -17,36 +17,43 @@ from pydantic import PrivateAttr
 
 from lake_core import Lake, LakeConfig
 from lake_core.errors import AlreadyExistsError, PoolNotFoundError
+from lake_core.landing import LandingZone
 from lake_core.locks import LockHandle
 from lake_core.pool import Pool
-from lake_core.stores.base import ObjectStore
+from lake_core.stores import S3Config, open_store
 from lake_orchestration.config import PoolSpec
-from lake_orchestration.landing import LandingZone
+
+_SECRETS = frozenset({"secret_access_key", "session_token"})
 
 
 class S3Settings(dg.Config):
-    """Where S3 is and who we are to it. Every field is optional: what is left out comes from
-    boto3's standard resolution (``AWS_*`` variables, profiles, instance roles). Give secrets as
-    ``dg.EnvVar("AWS_SECRET_ACCESS_KEY")``, never as literals."""
+    """Where S3 is and who we are to it, as Dagster config: turned into lake_core's
+    :class:`~lake_core.stores.S3Config`, the one object the lake's store, the landing zones and
+    Spark's tasks all use (nothing here builds an S3 client). Every field is optional: what is
+    left out comes from boto3's standard resolution (``AWS_*`` variables, profiles, instance
+    roles). Give secrets as ``dg.EnvVar("AWS_SECRET_ACCESS_KEY")``, never as literals; their
+    values never show in ``repr``/``str``."""
 
     endpoint_url: str | None = None
     region: str | None = None
     access_key_id: str | None = None
     secret_access_key: str | None = None
     session_token: str | None = None
+    addressing_style: Literal["auto", "path", "virtual"] = "auto"
 
-    def client(self) -> Any:
-        import boto3
-        from botocore.config import Config
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            hidden = name in _SECRETS and value is not None
+            yield name, "***" if hidden else value
 
-        return boto3.client(
-            "s3",
+    def to_config(self) -> S3Config:
+        return S3Config(
             endpoint_url=self.endpoint_url or None,
-            region_name=self.region or None,
-            aws_access_key_id=self.access_key_id or None,
-            aws_secret_access_key=self.secret_access_key or None,
-            aws_session_token=self.session_token or None,
-            config=Config(retries={"max_attempts": 8, "mode": "standard"}, max_pool_connections=32),
+            region=self.region or None,
+            access_key_id=self.access_key_id or None,
+            secret_access_key=self.secret_access_key or None,
+            session_token=self.session_token or None,
+            addressing_style=self.addressing_style,
         )
 
 
@@ -93,26 +100,23 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- the lake -----------------------------------------------------------------------------
 
-    def _store(self, uri: str) -> ObjectStore | None:
-        """A store built with our S3 settings, or None to let lake_core open it."""
-        if not uri.startswith("s3://") or self.s3 is None:
-            return None
-        from lake_core.stores.s3 import S3ObjectStore
-
-        bucket, _, prefix = uri[len("s3://") :].partition("/")
-        return S3ObjectStore(bucket, prefix, client=self.s3.client())
+    def s3_config(self) -> S3Config | None:
+        """The S3 config the lake, the landing zones and Spark share (None: boto3's standard
+        resolution)."""
+        return self.s3.to_config() if self.s3 is not None else None
 
     def config(self) -> LakeConfig:
         return LakeConfig(
             uri=self.uri,
             zookeeper=self.zookeeper.hosts if self.zookeeper else None,
             user=self.user,
+            s3=self.s3_config(),
         )
 
     def open(self) -> Lake:
         """The lake (opened once per resource instance). Raises NotFoundError if there is none."""
         if self._lake is None:
-            self._lake = Lake.open(self.config(), self._store(self.uri))
+            self._lake = Lake.open(self.config())
         return self._lake
 
     def pool(self, spec: PoolSpec, create: bool = False) -> Pool | None:
@@ -145,19 +149,14 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """The pool's landing zone, or None when the spec has none."""
         if not spec.landing:
             return None
-        store = self._store(spec.landing)
-        if store is None:
-            from lake_core.stores.factory import open_store
-
-            store = open_store(spec.landing)
-        return LandingZone(spec.landing, store, spec.formats)
+        return LandingZone(spec.landing, open_store(spec.landing, s3=self.s3_config()), spec.formats)
 
     # -- engines ------------------------------------------------------------------------------
 
     def spark_session(self) -> Any:
         """The process's Spark session for the ``spark`` engine, built by lake_spark from the
         dagster-pyspark resource's ``spark_config`` (master and non-secret settings). lake_spark
-        adds the executors' ``AWS_*`` environment at runtime, so secrets never enter Dagster's
+        passes the lake's S3 config to the executors at runtime, so secrets never enter Dagster's
         config."""
         if self.spark is None:
             raise dg.DagsterInvariantViolationError(
@@ -171,4 +170,7 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             ) from e
         conf = {str(k): str(v) for k, v in (self.spark.spark_config or {}).items()}
         master = conf.pop("spark.master", None)
-        return spark_session(SparkSettings.resolve(master, app_name="lakepool-dagster", conf=conf))
+        settings = SparkSettings.resolve(
+            master, app_name="lakepool-dagster", conf=conf, s3=self.s3_config()
+        )
+        return spark_session(settings)

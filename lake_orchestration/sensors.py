@@ -1,20 +1,16 @@
 """Sensors: landing-zone ingest per pool, fragmentation-driven compaction per pool, and one
 observer that turns commits made outside Dagster into observations of the pool assets.
 
-The landing sensor's cursor records files, never wall-clock time (a clock or an upload that
-preserves old modification times would make a time cursor skip files):
-
-- ``seen``: path → size of every file already requested (entries of files that left the zone
-  are dropped, so the cursor follows the zone's contents, not its history);
-- ``look``: path → (size, mtime) at the previous tick of files not requested yet.
-
-A file is taken once two consecutive looks agree on its size and modification time, so a file
-still being written is left for a later tick. Run keys derive from the files (and, for a daily
-pool, the day), so a tick replayed after a crash requests nothing new.
+The landing sensor's cursor is lake_core's :class:`~lake_core.landing.WatchState` (files
+requested, and what the previous tick saw), and when a file is complete enough to take is
+lake_core's rule (:func:`lake_core.landing.look`); this module only turns the complete files
+into run requests. Run keys derive from the files (and, for a daily pool, the day), so a tick
+replayed after a crash requests nothing new.
 """
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -22,15 +18,14 @@ import dagster as dg
 
 from lake_core.commit import Commit
 from lake_core.errors import LakeError
+from lake_core.landing import LandingFile, WatchState, look
 from lake_core.maintenance import fragmentation
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolsConfig, PoolSpec
-from lake_orchestration.landing import LandingFile
 from lake_orchestration.maintenance import compact_job_name
 from lake_orchestration.metadata import commit_metadata
 from lake_orchestration.resources import LakeResource
 
-CURSOR_VERSION = 1
 #: How many commits the observer reports when it first sees a pool, or after a gap.
 OBSERVE_LIMIT = 50
 _ACTIVE = [
@@ -56,24 +51,13 @@ def ingest_job_name(spec: PoolSpec) -> str:
 OBSERVER_NAME = "lake_commit_observer"
 
 
-def _digest(files: list[LandingFile]) -> str:
+def _digest(files: Sequence[LandingFile]) -> str:
     text = "\n".join(f"{f.path}\t{f.size}" for f in sorted(files, key=lambda f: f.path))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _status(running: bool) -> dg.DefaultSensorStatus:
     return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
-
-
-def _read_cursor(text: str | None) -> tuple[dict[str, int], dict[str, list[float]]]:
-    if not text:
-        return {}, {}
-    doc = json.loads(text)
-    return dict(doc.get("seen", {})), dict(doc.get("look", {}))
-
-
-def _write_cursor(seen: dict[str, int], look: dict[str, list[float]]) -> str:
-    return json.dumps({"v": CURSOR_VERSION, "seen": seen, "look": look}, sort_keys=True)
 
 
 def _in_partitions(spec: PoolSpec, day: str) -> bool:
@@ -87,20 +71,18 @@ def _in_partitions(spec: PoolSpec, day: str) -> bool:
 
 
 def plan_landing_tick(
-    spec: PoolSpec, files: list[LandingFile], cursor: str | None
+    spec: PoolSpec, files: Sequence[LandingFile], cursor: str | None
 ) -> tuple[list[dg.RunRequest], str, str]:
     """Pure: the run requests, new cursor and a note for one tick over ``files``."""
-    seen, look = _read_cursor(cursor)
-    current = {f.path: f for f in files}
-    fresh = [f for f in files if seen.get(f.path) != f.size]
-    stable = [f for f in fresh if look.get(f.path) == [f.size, f.mtime]]
-    settling = len(fresh) - len(stable)
+    state = WatchState.from_text(cursor)
+    seen = look(files, state)
     requests: list[dg.RunRequest] = []
+    taken: list[LandingFile] = []
     tags = {"lake/pool": spec.name}
     if not spec.daily:
         n = spec.sensor.max_files_per_run
-        for i in range(0, len(stable), n):
-            batch = stable[i : i + n]
+        for i in range(0, len(seen.stable), n):
+            batch = seen.stable[i : i + n]
             requests.append(
                 dg.RunRequest(
                     run_key=f"{spec.asset_name}:{_digest(batch)}",
@@ -110,10 +92,10 @@ def plan_landing_tick(
                     tags={**tags, "lake/files": str(len(batch))},
                 )
             )
-            seen.update({f.path: f.size for f in batch})
+            taken += batch
     else:
-        waiting = {f.day for f in fresh if f not in stable}
-        for day in sorted({f.day for f in stable if f.day is not None}):
+        waiting = {f.day for f in seen.settling}
+        for day in sorted({f.day for f in seen.stable if f.day is not None}):
             if day in waiting or not _in_partitions(spec, day):
                 continue  # a file of that day is still settling, or the day is out of range
             day_files = [f for f in files if f.day == day]
@@ -124,11 +106,9 @@ def plan_landing_tick(
                     tags={**tags, "lake/files": str(len(day_files))},
                 )
             )
-            seen.update({f.path: f.size for f in day_files})
-    seen = {p: s for p, s in seen.items() if p in current}
-    new_look = {f.path: [f.size, f.mtime] for f in files if seen.get(f.path) != f.size}
-    note = f"{len(requests)} runs requested, {settling} files settling"
-    return requests, _write_cursor(seen, new_look), note
+            taken += day_files
+    note = f"{len(requests)} runs requested, {len(seen.settling)} files settling"
+    return requests, seen.next_state(state, taken).to_text(), note
 
 
 def build_landing_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
@@ -152,7 +132,7 @@ def build_landing_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
     return landing_sensor
 
 
-def build_fragmentation_sensor(spec: PoolSpec, job: Any) -> dg.SensorDefinition:
+def build_fragmentation_sensor(spec: PoolSpec, job: dg.JobDefinition) -> dg.SensorDefinition:
     policy = spec.maintenance.compaction
 
     @dg.sensor(

@@ -52,6 +52,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
 from lake_core.poolkey import PoolKey
+from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, sort_table, write_objects
 from lake_spark.ranges import (
     WEIGHT,
@@ -464,17 +465,21 @@ def spark_load(
     message: str = "",
     meta: Any = None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    txn: Txn | Sequence[Txn] | None = None,
 ) -> Commit:
     """Load ``sources`` — paths (local or ``s3://``; NDJSON, JSON, CSV, Parquet, Arrow) or a
     Spark DataFrame — into ``branch`` in one commit, the work spread over Spark tasks.
 
     Same rules, errors and result as :func:`lake_core.loading.load`; nothing is visible, and
     no object is left behind, on failure. A DataFrame is evaluated twice (survey, then write):
-    persist it first if it is expensive or not deterministic.
+    persist it first if it is expensive or not deterministic. ``txn``: as for ``load``
+    (:mod:`lake_core.txn`): one already committed raises TxnCommittedError before any work.
     """
     from pyspark.sql import DataFrame
 
     tip = pool.tip(branch)  # BranchNotFoundError before any work
+    txns = as_txns(txn)
+    check_txns(pool.snapshot(tip).txns, txns)
     started = pool.clock.now()  # the write window (lake_core.inflight) runs from here
     base = pool.snapshot(tip).schema
     job = _Job(
@@ -537,4 +542,5 @@ def spark_load(
             incoming_schema=layout,
             source=", ".join(names),
             guard=write_window_guard(pool.clock, started),
+            txn=txns,
         )

@@ -7,8 +7,9 @@ Settings are resolved once at the edge (:meth:`SparkSettings.resolve`: argument,
 - Python workers run the driver's interpreter (``spark.pyspark.python`` and ``PYSPARK_PYTHON``
   are ``sys.executable``), so executors import the same lake_core, pyarrow and boto3. On a
   cluster the same path must hold an identical environment on every node.
-- Executors see the driver's ``AWS_*`` settings (credentials, region, ``AWS_ENDPOINT_URL``):
-  tasks open the lake's S3 store themselves, the way users configure S3. They travel as
+- Executors see the driver's S3 settings (``SparkSettings.s3``, an :class:`S3Config`, over the
+  driver's ``AWS_*`` environment): tasks rebuild the same config (``S3Config.from_env``) and
+  open the lake's S3 store themselves. They travel as
   ``spark.executorEnv.*`` entries for the keys that are set; their values are never logged, and
   ``spark.redaction.regex`` hides them from the Spark UI and event logs.
 - Arrow is on; timestamps are UTC (the lake stores instants); shuffle partitions are kept
@@ -25,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from lake_core.stores.s3config import S3Config
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -45,6 +48,7 @@ AWS_ENV_KEYS = (
     "AWS_CONFIG_FILE",
     "AWS_SHARED_CREDENTIALS_FILE",
     "AWS_CA_BUNDLE",
+    "LAKE_S3_ADDRESSING_STYLE",
 )
 
 # Spark's default hides "secret", "password" and "token"; access key ids too.
@@ -68,11 +72,13 @@ _BASE_CONF: dict[str, str] = {
 
 @dataclass(frozen=True)
 class SparkSettings:
-    """How to get a session: ``master`` URL, application name, extra Spark conf."""
+    """How to get a session: ``master`` URL, application name, extra Spark conf, and the S3
+    config executors use (None: the driver's ``AWS_*`` environment)."""
 
     master: str = DEFAULT_MASTER
     app_name: str = "lakepool"
     conf: Mapping[str, str] = field(default_factory=dict)
+    s3: S3Config | None = None
 
     @classmethod
     def resolve(
@@ -82,6 +88,7 @@ class SparkSettings:
         app_name: str = "lakepool",
         conf: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        s3: S3Config | None = None,
     ) -> SparkSettings:
         """``master`` if given, else ``$LAKE_SPARK_MASTER``, else ``local[*]``."""
         env = os.environ if env is None else env
@@ -89,6 +96,7 @@ class SparkSettings:
             master=master or env.get(MASTER_ENV) or DEFAULT_MASTER,
             app_name=app_name,
             conf=dict(conf or {}),
+            s3=s3,
         )
 
 
@@ -126,6 +134,9 @@ def session_conf(settings: SparkSettings, env: Mapping[str, str] | None = None) 
     log_config = Path(__file__).with_name("log4j2.properties")
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
     conf.update(executor_env(env))
+    if settings.s3 is not None:
+        conf.update(executor_env(settings.s3.to_env()))
+        conf.update(executor_env({"LAKE_S3_ADDRESSING_STYLE": settings.s3.addressing_style}))
     conf.update(settings.conf)
     return conf
 

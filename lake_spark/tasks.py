@@ -18,13 +18,16 @@ from typing import NoReturn
 
 from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
+from lake_core.stores.s3config import S3Config
 
 
 @lru_cache(maxsize=8)
 def task_store(uri: str) -> ObjectStore:
     """The store at ``uri``, opened once per Python worker (workers are reused across tasks;
-    an S3 store's client is thread-safe and keeps its connections)."""
-    return open_store(uri)
+    an S3 store's client is thread-safe and keeps its connections). S3 settings: the
+    executor's ``AWS_*`` environment, which the session set from the driver's
+    :class:`S3Config` (see :mod:`lake_spark.session`)."""
+    return open_store(uri, s3=S3Config.from_env())
 
 
 @dataclass(frozen=True)

@@ -3,5 +3,6 @@
 from lake_core.stores.base import ObjectInfo, ObjectStore
 from lake_core.stores.factory import open_store
 from lake_core.stores.local import LocalObjectStore
+from lake_core.stores.s3config import S3Config
 
-__all__ = ["LocalObjectStore", "ObjectInfo", "ObjectStore", "open_store"]
+__all__ = ["LocalObjectStore", "ObjectInfo", "ObjectStore", "S3Config", "open_store"]

@@ -9,18 +9,22 @@ from urllib.parse import unquote, urlparse
 
 from lake_core.errors import UsageError
 from lake_core.stores.base import ObjectStore
+from lake_core.stores.s3config import S3Config
 
 
-def open_store(uri: str, conditional_writes: bool = True) -> ObjectStore:
+def open_store(
+    uri: str, conditional_writes: bool = True, s3: S3Config | None = None
+) -> ObjectStore:
     """The store for ``uri``. Raises UsageError for an unsupported scheme.
     ``conditional_writes=False`` is for S3 look-alikes without ``If-None-Match`` (local disk
-    always has an atomic exclusive create)."""
+    always has an atomic exclusive create). ``s3``: how to reach S3 (default: boto3's
+    standard resolution)."""
     if not uri:
         raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
     if uri.startswith("s3://"):
         from lake_core.stores.s3 import S3ObjectStore
 
-        return S3ObjectStore.from_uri(uri, conditional_writes)
+        return S3ObjectStore.from_uri(uri, conditional_writes, s3)
     from lake_core.stores.local import LocalObjectStore
 
     if uri.startswith("file://"):

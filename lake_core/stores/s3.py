@@ -6,7 +6,9 @@ becomes :class:`ObjectExistsError`. A 409 ConditionalRequestConflict (a concurre
 write still in flight) is retried: its outcome for *us* is not yet decided. Single-part PUTs are
 atomic, so readers never see partial objects.
 
-Credentials and endpoint come from boto3's standard resolution (``AWS_ACCESS_KEY_ID``,
+Endpoint, region, credentials and addressing style come from an :class:`S3Config` (the one
+object the lake, Spark tasks and Dagster share); what it leaves out comes from boto3's standard
+resolution (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
 ``AWS_ENDPOINT_URL``, profiles). They never appear in ``uri``, in errors or in logs: error
 messages carry only the bucket, the key and the service's error code.
@@ -21,11 +23,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
 from lake_core.stores.base import ObjectInfo, ObjectStore
+from lake_core.stores.s3config import S3Config
+
+__all__ = ["S3Config", "S3ObjectStore", "retries"]
 
 if TYPE_CHECKING:
     from botocore.config import _RetryDict
@@ -43,7 +47,7 @@ def _status(err: ClientError) -> int:
     return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
 
 
-def _retries() -> _RetryDict:
+def retries() -> _RetryDict:
     """boto3's retries: standard mode, 8 retries after the first try, unless the standard
     ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an
     explicit Config would silently override them). A retried write whose first try landed
@@ -61,29 +65,36 @@ def _retries() -> _RetryDict:
 
 
 class S3ObjectStore(ObjectStore):
-    """Objects under ``s3://bucket/prefix``. One boto3 client per store (thread-safe)."""
+    """Objects under ``s3://bucket/prefix``. One boto3 client per store (thread-safe), built
+    from ``config`` (default: boto3's standard resolution) unless ``client`` is given."""
 
     def __init__(
-        self, bucket: str, prefix: str = "", client: Any = None, conditional_writes: bool = True
+        self,
+        bucket: str,
+        prefix: str = "",
+        client: Any = None,
+        conditional_writes: bool = True,
+        config: S3Config | None = None,
     ) -> None:
         self.bucket = bucket
+        self.config = config or S3Config()
         #: False for a store without ``If-None-Match`` (some S3 look-alikes): ``put_if_missing``
         #: then checks and writes, which is atomic only for names nobody else writes (KSUIDs)
         #: or under a lock; the lake serialises journal appends with a ZooKeeper lock then.
         self.conditional_writes = conditional_writes
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
-        self._client: S3Client = client or boto3.client(
-            "s3", config=Config(retries=_retries(), max_pool_connections=32)
-        )
+        self._client: S3Client = client or self.config.client()
 
     @classmethod
-    def from_uri(cls, uri: str, conditional_writes: bool = True) -> S3ObjectStore:
+    def from_uri(
+        cls, uri: str, conditional_writes: bool = True, config: S3Config | None = None
+    ) -> S3ObjectStore:
         rest = uri[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise ObjectStoreError(uri, "an S3 URI needs a bucket: s3://bucket/prefix")
-        return cls(bucket, prefix, conditional_writes=conditional_writes)
+        return cls(bucket, prefix, conditional_writes=conditional_writes, config=config)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -96,12 +107,16 @@ class S3ObjectStore(ObjectStore):
         return ObjectStoreError(key, detail)
 
     def arrow_location(self, key: str) -> tuple[Any, str]:
-        """An Arrow S3 filesystem with the same endpoint, region and credentials boto3
-        resolved (from the standard AWS_* settings), and ``bucket/prefix/key``."""
+        """An Arrow S3 filesystem with the same endpoint, region and credentials as the
+        store's client (its config's, else boto3's standard resolution), and
+        ``bucket/prefix/key``."""
         import pyarrow.fs as pafs
 
-        session = boto3.Session()
-        creds = session.get_credentials()
+        creds = boto3.Session(
+            aws_access_key_id=self.config.access_key_id,
+            aws_secret_access_key=self.config.secret_access_key,
+            aws_session_token=self.config.session_token,
+        ).get_credentials()
         frozen = creds.get_frozen_credentials() if creds is not None else None
         endpoint = self._client.meta.endpoint_url
         kwargs: dict[str, Any] = {"region": self._client.meta.region_name or "us-east-1"}

@@ -22,7 +22,7 @@ from lake_core import Lake, LakeConfig
 from lake_core.loading import load
 from lake_core.objects import data_key
 from lake_core.stats import ColumnMeta
-from lake_orchestration.assets import build_pool_asset, ingested_files
+from lake_orchestration.assets import build_pool_asset
 from lake_orchestration.checks import (
     FRAGMENTATION,
     NO_SCHEMA_CONFLICTS,
@@ -174,11 +174,14 @@ def test_materialize_pool_records_commit_metadata(env: Env, instance: dg.Dagster
     env.drop("events", "c.ndjson", ndjson([{"ts": 100, "v": "c"}]))
     third = env.job("ingest_events").execute_in_process(instance=instance)
     assert materialization(third)["lake/rows_added"].value == 1
-    assert ingested_files(pool, "main", str(env.landing("events"))) == {
-        "a.ndjson",
-        "b.ndjson",
-        "c.ndjson",
-    }
+    zone = env.resource.landing(env.config.pool("events"))
+    assert zone is not None
+    names = ["a.ndjson", "b.ndjson", "c.ndjson", "d.ndjson"]
+    assert zone.pending(pool, names) == ["d.ndjson"]
+    # Each file is one application transaction recorded in the commit that ingested it.
+    assert pool.read_commit(pool.tip()).extra["txn"] == [
+        {"app": f"landing:{env.landing('events')}/c.ndjson", "version": 0}
+    ]
 
 
 def test_materialize_named_files_only(env: Env, instance: dg.DagsterInstance) -> None:
@@ -272,6 +275,23 @@ def test_s3_lake_and_landing_keep_secrets_out_of_events(
     assert secret not in logged
     run = instance.get_run_by_id(result.run_id)
     assert run is not None and secret not in repr(run.run_config)
+
+
+def test_s3_settings_and_resource_hide_secrets_and_share_one_config() -> None:
+    secret, token = "wJalrXUtnFEMI-not-a-real-secret", "FwoGZXIvYXdzE-not-a-real-token"
+    s3 = S3Settings(
+        endpoint_url="http://s3:9000",
+        secret_access_key=secret,
+        session_token=token,
+        addressing_style="path",
+    )
+    resource = LakeResource(uri="s3://b/lake", s3=s3)
+    config = resource.config()
+    for text in (repr(s3), str(s3), repr(resource), str(resource), repr(config), str(config)):
+        assert secret not in text and token not in text
+    assert config.s3 == resource.s3_config() == s3.to_config()
+    assert config.s3 is not None and config.s3.secret_access_key == secret
+    assert config.s3.addressing_style == "path"
 
 
 # -- sensors ----------------------------------------------------------------------------------

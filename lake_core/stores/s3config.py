@@ -1,0 +1,114 @@
+"""``S3Config``: where S3 is and who we are to it — one object shared by the lake's S3 store,
+Spark's tasks and the Dagster resources, so no layer builds an S3 client of its own.
+
+Every field is optional: what is left out comes from boto3's standard resolution
+(``AWS_*`` variables, profiles, instance roles). Resolved once at the edge
+(:meth:`S3Config.from_env`, or a Dagster resource's config) and passed down.
+
+Secrets (the secret access key and the session token) never appear in ``repr``/``str`` (they
+show as ``'***'``), so a config in a log line, an error or Dagster metadata leaks nothing.
+This module does not import boto3: only :meth:`client` does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+AddressingStyle = Literal["auto", "path", "virtual"]
+_STYLES = ("auto", "path", "virtual")
+#: The variable naming the addressing style (boto3 has no standard one).
+ADDRESSING_ENV = "LAKE_S3_ADDRESSING_STYLE"
+_SECRET = frozenset({"secret_access_key", "session_token"})
+#: field -> the standard variable child processes (Spark executors) read it from.
+_ENV = {
+    "endpoint_url": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+    "addressing_style": ADDRESSING_ENV,
+}
+
+
+@dataclass(frozen=True)
+class S3Config:
+    """S3 endpoint, region, credentials and addressing style (None: boto3 resolves it)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+    session_token: str | None = None
+    addressing_style: AddressingStyle = "auto"
+
+    def __post_init__(self) -> None:
+        if self.addressing_style not in _STYLES:
+            from lake_core.errors import UsageError
+
+            raise UsageError(
+                f"S3 addressing style must be auto, path or virtual, not {self.addressing_style!r}"
+            )
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            shown.append(f"{f.name}={'***' if f.name in _SECRET else repr(value)}")
+        return f"S3Config({', '.join(shown)})"
+
+    __str__ = __repr__
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> S3Config:
+        """From the standard ``AWS_*`` variables (``AWS_ENDPOINT_URL_S3`` before
+        ``AWS_ENDPOINT_URL``, ``AWS_REGION`` before ``AWS_DEFAULT_REGION``) and
+        ``LAKE_S3_ADDRESSING_STYLE``."""
+        env = os.environ if env is None else env
+        style = (env.get(ADDRESSING_ENV) or "auto").strip().lower()
+        return cls(
+            endpoint_url=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+            access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
+            secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
+            session_token=env.get("AWS_SESSION_TOKEN") or None,
+            addressing_style=style,  # type: ignore[arg-type]  # checked in __post_init__
+        )
+
+    def to_env(self) -> dict[str, str]:
+        """The standard variables for the fields that are set: what a child process (a Spark
+        executor) needs to build the same config with :meth:`from_env`."""
+        out = {}
+        for name, var in _ENV.items():
+            value = getattr(self, name)
+            if value is not None and not (name == "addressing_style" and value == "auto"):
+                out[var] = str(value)
+        return out
+
+    def client(self, max_pool_connections: int = 32) -> S3Client:
+        """A boto3 S3 client for this config (retries: see ``lake_core.stores.s3``)."""
+        import boto3
+        from botocore.config import Config
+
+        from lake_core.stores.s3 import retries
+
+        s3: Any = {"addressing_style": self.addressing_style}
+        client: S3Client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=self.access_key_id,
+            aws_secret_access_key=self.secret_access_key,
+            aws_session_token=self.session_token,
+            config=Config(
+                retries=retries(), max_pool_connections=max_pool_connections, s3=s3
+            ),
+        )
+        return client

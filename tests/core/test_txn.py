@@ -1,0 +1,225 @@
+"""Application transactions (lake_core.txn) and landing zones (lake_core.landing): a load
+recorded as (app, version) commits once, even when real OS processes race, on local disk and
+moto S3; landed files are taken once they are stable."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+
+import boto3
+import pyarrow as pa
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.commit import SNAPSHOT_INTERVAL
+from lake_core.errors import TxnCommittedError, UsageError
+from lake_core.landing import LandingFile, LandingZone, WatchState, ingest_once, look
+from lake_core.loading import load
+from lake_core.maintenance import compact
+from lake_core.objects import data_key
+from lake_core.pool import Pool
+from lake_core.stores import open_store
+from lake_core.txn import Txn
+from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
+from tests.workers_txn import ingest_zone, load_txn
+
+
+def data_objects(pool: Pool) -> set[str]:
+    prefix = data_key(pool.id, "").removesuffix(".parquet")
+    return {i.key for i in pool.store.list(prefix)}
+
+
+def rows(n: int, base: int = 0) -> pa.Table:
+    return pa.table({"ts": pa.array(range(base, base + n), pa.int64())})
+
+
+def test_a_transaction_commits_once_and_says_so(lake: Lake) -> None:
+    pool = lake.create_pool("t", "ts:asc")
+    assert pool.last_txn("etl") is None
+    c = load(pool, [rows(3)], txn=Txn("etl", 7))
+    assert c.extra["txn"] == [{"app": "etl", "version": 7}]
+    assert pool.last_txn("etl") == 7
+    assert pool.read_commit(c.id).extra["txn"] == [{"app": "etl", "version": 7}]
+    before = data_objects(pool)
+    for version in (7, 3):  # the same version, or an older one: nothing is committed
+        with pytest.raises(TxnCommittedError) as err:
+            load(pool, [rows(3, 100)], txn=Txn("etl", version))
+        assert err.value.recorded == 7
+        assert "already committed" in str(err.value)
+    assert pool.tip() == c.id and data_objects(pool) == before
+    assert read_all(pool)["ts"].to_pylist() == [0, 1, 2]
+    # A later version, and another app, commit; plain loads are untouched by transactions.
+    load(pool, [rows(1, 10)], txn=Txn("etl", 8))
+    load(pool, [rows(1, 20)], txn=Txn("other", 0))
+    load(pool, [rows(1, 30)])
+    assert pool.txns() == {"etl": 8, "other": 0}
+    assert read_all(pool)["ts"].to_pylist() == [0, 1, 2, 10, 20, 30]
+
+
+def test_a_racing_writer_that_commits_first_is_seen_at_the_commit_point(
+    lake: Lake, lake_uri: str
+) -> None:
+    """Deterministic interleaving: our load passes the early check, writes its objects, and
+    another writer commits the same transaction before our commit point."""
+    pool = lake.create_pool("t", "ts:asc")
+    other = Lake.open(LakeConfig(uri=lake_uri, user="other")).pool("t")
+    raced: list[str] = []
+
+    def race(_: object) -> None:
+        if not raced:
+            raced.append(load(other, [rows(2, 50)], txn=Txn("etl", 1)).id)
+
+    with pytest.raises(TxnCommittedError):
+        load(pool, [rows(3)], txn=Txn("etl", 1), on_object=race)
+    assert raced and pool.tip() == raced[0]
+    assert read_all(pool)["ts"].to_pylist() == [50, 51]
+    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    assert data_objects(pool) == live  # our objects were discarded
+
+
+def test_bad_transactions_are_usage_errors(lake: Lake) -> None:
+    pool = lake.create_pool("t", "ts:asc")
+    with pytest.raises(UsageError):
+        Txn("", 1)
+    with pytest.raises(UsageError):
+        Txn("etl", -1)
+    with pytest.raises(UsageError):
+        load(pool, [rows(1)], txn=[Txn("etl", 1), Txn("etl", 2)])
+    assert pool.tip() is None and data_objects(pool) == set()
+
+
+def test_recorded_versions_survive_cached_snapshots_compaction_and_reopen(lake: Lake) -> None:
+    pool = lake.create_pool("t", "ts:asc", target_size=1 << 20)
+    for v in range(SNAPSHOT_INTERVAL + 2):  # past a cached snapshot (written and re-read)
+        load(pool, [rows(2, 10 * v)], txn=Txn("etl", v))
+    assert compact(pool).commit is not None
+    again = Lake.open(LakeConfig(uri=lake.config.uri)).pool("t")
+    assert again.last_txn("etl") == SNAPSHOT_INTERVAL + 1
+    cached = [c for c in again.log() if c.has_snapshot]
+    assert cached and again.snapshot(cached[0].id).txns["etl"] == cached[0].depth - 1
+    # A branch inherits its parent's versions and then records its own.
+    again.create_branch("dev")
+    load(again, [rows(1, 999)], "dev", txn=Txn("etl", 100))
+    assert again.last_txn("etl", "dev") == 100
+    assert again.last_txn("etl") == SNAPSHOT_INTERVAL + 1
+
+
+WORKERS = 4
+
+
+def test_processes_racing_one_transaction_make_exactly_one_commit(
+    lake: Lake, lake_uri: str
+) -> None:
+    lake.create_pool("race", "ts:asc")
+    ctx = mp.get_context("spawn")
+    for version in (1, 2):  # twice: the second race lands on a pool with history
+        start = ctx.Barrier(WORKERS)
+        out = ctx.Queue()
+        procs = [
+            ctx.Process(target=load_txn, args=(lake_uri, "race", w, "etl", version, start, out))
+            for w in range(WORKERS)
+        ]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=300) for _ in procs]
+        for p in procs:
+            p.join(60)
+            assert p.exitcode == 0
+        committed = [r for r in results if r[0] == "committed"]
+        assert len(committed) == 1, results
+        assert sorted(r[2] for r in results if r[0] == "skipped") == [version] * (WORKERS - 1)
+    pool = Lake.open(LakeConfig(uri=lake_uri)).pool("race")
+    log = list(pool.log())
+    assert len(log) == 2 and pool.last_txn("etl") == 2
+    assert assert_journal_dense(pool) == 3
+    table = read_all(pool)
+    winners = [c.author for c in log]
+    # Exactly the winners' rows, once each: (worker, version, j) for the two winning loads.
+    got = sorted(zip(table["w"].to_pylist(), table["i"].to_pylist(), strict=True))
+    want = sorted(
+        (int(author.split("-")[1]), version)
+        for author, version in zip(winners, (2, 1), strict=True)
+        for _ in range(3)
+    )
+    assert got == want
+    # The losers' objects were discarded: the store holds the live objects only.
+    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    assert data_objects(pool) == live
+    assert_objects_intact(pool)
+
+
+def _zone(lake_uri: str, tmp_path: Path) -> str:
+    """A landing zone next to the lake (a folder, or a prefix of the lake's bucket)."""
+    if lake_uri.startswith("s3://"):
+        return lake_uri.rsplit("/", 1)[0] + "/landing"
+    return str(tmp_path / "landing")
+
+
+def _drop(zone: str, path: str, ts: list[int]) -> None:
+    body = "".join(json.dumps({"ts": t, "f": path}) + "\n" for t in ts).encode()
+    if zone.startswith("s3://"):
+        bucket, _, prefix = zone[len("s3://") :].partition("/")
+        boto3.client("s3").put_object(Bucket=bucket, Key=f"{prefix}/{path}", Body=body)
+    else:
+        Path(zone, path).parent.mkdir(parents=True, exist_ok=True)
+        Path(zone, path).write_bytes(body)
+
+
+def test_processes_ingesting_overlapping_files_commit_each_file_once(
+    lake: Lake, lake_uri: str, tmp_path: Path
+) -> None:
+    lake.create_pool("landed", "ts:asc")
+    zone = _zone(lake_uri, tmp_path)
+    names = [f"f{i}.ndjson" for i in range(6)]
+    for i, name in enumerate(names):
+        _drop(zone, name, [10 * i, 10 * i + 1])
+    # Every worker wants an overlapping window of files: each file wanted by 2-3 workers.
+    wanted = {w: names[w : w + 3] for w in range(WORKERS)}
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(WORKERS)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=ingest_zone, args=(lake_uri, "landed", w, zone, wanted[w], start, out)
+        )
+        for w in range(WORKERS)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    committed = [f for _, commits, _ in results for _, files in commits for f in files]
+    assert sorted(committed) == sorted(set(committed))  # no file in two commits
+    assert set(committed) == {n for ws in wanted.values() for n in ws}
+    pool = Lake.open(LakeConfig(uri=lake_uri)).pool("landed")
+    got = sorted(read_all(pool)["ts"].to_pylist())
+    assert got == sorted(t for i in range(WORKERS + 2) for t in (10 * i, 10 * i + 1))
+    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    assert data_objects(pool) == live
+    # Afterwards, every file is recorded: a late run commits nothing.
+    landing = LandingZone(zone, open_store(zone), ["ndjson"])
+    assert landing.pending(pool, names) == []
+    done = ingest_once(pool, landing, names, lambda fs, ts: pytest.fail("nothing to load"))
+    assert done.commits == [] and sorted(done.skipped) == names
+
+
+def test_a_file_is_taken_once_two_looks_agree() -> None:
+    a1 = LandingFile("a.csv", 10, 1.0)
+    b1 = LandingFile("b.csv", 5, 1.0)
+    first = look([a1, b1], WatchState())
+    assert first.stable == [] and first.settling == [a1, b1]
+    state = first.next_state(WatchState(), [])
+    a2 = LandingFile("a.csv", 20, 2.0)  # still growing
+    second = look([a2, b1], WatchState.from_text(state.to_text()))
+    assert second.stable == [b1] and second.settling == [a2]
+    state = second.next_state(state, second.stable)
+    assert state.taken == {"b.csv": 5} and state.looked == {"a.csv": (20, 2.0)}
+    third = look([a2, b1], state)
+    assert third.stable == [a2] and third.fresh == [a2]  # b is not handed out again
+    # Files that left the zone are forgotten.
+    state = third.next_state(state, [a2])
+    assert look([], state).next_state(state, []) == WatchState()
