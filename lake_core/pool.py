@@ -764,9 +764,12 @@ class Pool:
         message: str = "",
         meta: Any = None,
         on_object: Callable[[ObjectMeta], None] | None = None,
+        txn: Txn | Sequence[Txn] | None = None,
     ) -> Commit:
         """Load files (paths, ``-`` for stdin, binary streams) or Arrow tables into ``branch``
-        in one commit; nothing is visible on failure (:func:`lake_core.loading.load`)."""
+        in one commit; nothing is visible on failure (:func:`lake_core.loading.load`).
+        ``txn``: the application transaction(s) this load is; TxnCommittedError, nothing
+        committed, when one is in already (:mod:`lake_core.txn`)."""
         from lake_core.loading import load
 
         return load(
@@ -778,6 +781,7 @@ class Pool:
             message=message,
             meta=meta,
             on_object=on_object,
+            txn=txn,
         )
 
     def add(

@@ -17,7 +17,6 @@ messages carry only the bucket, the key and the service's error code.
 from __future__ import annotations
 
 import builtins
-import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -27,12 +26,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
 from lake_core.stores.base import ObjectInfo, ObjectStore
-from lake_core.stores.s3config import S3Config
+from lake_core.stores.s3config import S3Config, retries
 
 __all__ = ["S3Config", "S3ObjectStore", "retries"]
 
 if TYPE_CHECKING:
-    from botocore.config import _RetryDict
     from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -45,23 +43,6 @@ def _code(err: ClientError) -> str:
 
 def _status(err: ClientError) -> int:
     return int(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-
-
-def retries() -> _RetryDict:
-    """boto3's retries: standard mode, 8 retries after the first try, unless the standard
-    ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an
-    explicit Config would silently override them). A retried write whose first try landed
-    answers 412 on put-if-missing: see ObjectStore.put_if_missing_idempotent."""
-    mode = os.environ.get("AWS_RETRY_MODE")
-    out: _RetryDict = {
-        "mode": "legacy" if mode == "legacy" else "adaptive" if mode == "adaptive" else "standard"
-    }
-    total = os.environ.get("AWS_MAX_ATTEMPTS")
-    if total and total.strip().isdigit() and int(total) >= 1:
-        out["total_max_attempts"] = int(total)
-    else:
-        out["max_attempts"] = 8
-    return out
 
 
 class S3ObjectStore(ObjectStore):

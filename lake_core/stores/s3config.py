@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from botocore.config import _RetryDict
     from mypy_boto3_s3 import S3Client
 
 AddressingStyle = Literal["auto", "path", "virtual"]
@@ -34,6 +35,23 @@ _ENV = {
     "session_token": "AWS_SESSION_TOKEN",
     "addressing_style": ADDRESSING_ENV,
 }
+
+
+def retries() -> _RetryDict:
+    """boto3's retries: standard mode, 8 retries after the first try, unless the standard
+    ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an
+    explicit Config would silently override them). A retried write whose first try landed
+    answers 412 on put-if-missing: see ObjectStore.put_if_missing_idempotent."""
+    mode = os.environ.get("AWS_RETRY_MODE")
+    out: _RetryDict = {
+        "mode": "legacy" if mode == "legacy" else "adaptive" if mode == "adaptive" else "standard"
+    }
+    total = os.environ.get("AWS_MAX_ATTEMPTS")
+    if total and total.strip().isdigit() and int(total) >= 1:
+        out["total_max_attempts"] = int(total)
+    else:
+        out["max_attempts"] = 8
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,8 +114,6 @@ class S3Config:
         """A boto3 S3 client for this config (retries: see ``lake_core.stores.s3``)."""
         import boto3
         from botocore.config import Config
-
-        from lake_core.stores.s3 import retries
 
         s3: Any = {"addressing_style": self.addressing_style}
         client: S3Client = boto3.client(

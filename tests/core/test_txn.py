@@ -38,7 +38,7 @@ def rows(n: int, base: int = 0) -> pa.Table:
 def test_a_transaction_commits_once_and_says_so(lake: Lake) -> None:
     pool = lake.create_pool("t", "ts:asc")
     assert pool.last_txn("etl") is None
-    c = load(pool, [rows(3)], txn=Txn("etl", 7))
+    c = pool.load(rows(3), txn=Txn("etl", 7))  # the handle passes it on
     assert c.extra["txn"] == [{"app": "etl", "version": 7}]
     assert pool.last_txn("etl") == 7
     assert pool.read_commit(c.id).extra["txn"] == [{"app": "etl", "version": 7}]
