@@ -22,7 +22,7 @@ lint: setup
 	$(VENV)/bin/lint-imports
 
 typecheck: setup
-	$(VENV)/bin/mypy lake_core lake_spark
+	$(VENV)/bin/mypy lake_core lake_spark lake_orchestration
 
 test: setup lint typecheck
 	$(PY) -m pytest -q

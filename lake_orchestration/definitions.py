@@ -11,7 +11,9 @@ edge, from the environment:
 - ``LAKE_ENGINE`` — ``local`` (default) or ``spark``; ``LAKE_SPARK_MASTER`` — Spark master
   (default ``local[*]``);
 - ``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
-  ``AWS_SESSION_TOKEN`` — passed as ``EnvVar``s, so their values never enter Dagster's config.
+  ``AWS_SESSION_TOKEN`` — passed as ``EnvVar``s, so their values never enter Dagster's config;
+  ``LAKE_S3_ADDRESSING_STYLE`` (``auto``, ``path``, ``virtual``). They make the resource's
+  ``S3Settings``, i.e. lake_core's one ``S3Config`` for the lake, landing zones and Spark.
 """
 
 from __future__ import annotations
@@ -93,7 +95,10 @@ def build_definitions(config: PoolsConfig, lake: LakeResource) -> dg.Definitions
 
 def lake_resource_from_env(env: Mapping[str, str]) -> LakeResource:
     """The lake resource the environment describes (secrets stay ``EnvVar``s)."""
-    s3 = {field: dg.EnvVar(var) for field, var in _S3_ENV.items() if env.get(var)}
+    s3: dict[str, Any] = {field: dg.EnvVar(var) for field, var in _S3_ENV.items() if env.get(var)}
+    style = env.get("LAKE_S3_ADDRESSING_STYLE")
+    if style:
+        s3["addressing_style"] = style.strip().lower()
     engine = env.get("LAKE_ENGINE", "local")
     if engine not in ("local", "spark"):
         raise dg.DagsterInvalidDefinitionError(f"LAKE_ENGINE must be local or spark, not {engine}")
