@@ -41,14 +41,6 @@ SNAPSHOT_INTERVAL = 32
 EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only", "txn")
 
 
-def commit_key(pool_id: str, commit_id: str) -> str:
-    return f"pools/{pool_id}/commits/{commit_id}.json"
-
-
-def snapshot_key(pool_id: str, commit_id: str) -> str:
-    return f"pools/{pool_id}/commits/{commit_id}.snap"
-
-
 @dataclass(frozen=True)
 class Add:
     object: ObjectMeta

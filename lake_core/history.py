@@ -287,7 +287,7 @@ def plan_merge(
         _plan_removal(pool, plan, target, to_remove, spans, schema, fields)
         if plan.missing is not None:
             raise CorruptObjectError(
-                f"pools/{pool.id}",
+                pool.layout.root,
                 f"merge expected {plan.missing.num_rows} row(s) on the target that are not there",
             )
     if to_add.num_rows:

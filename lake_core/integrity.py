@@ -35,7 +35,8 @@ from lake_core.errors import (
     ObjectNotFoundError,
     SchemaConflictError,
 )
-from lake_core.objects import OBJECT_SUFFIX, ObjectMeta, data_key
+from lake_core.layout import PoolLayout
+from lake_core.objects import ObjectMeta
 from lake_core.reader import OpenObject, open_object, row_group_stats
 from lake_core.stats import encode_value
 from lake_core.stores.base import ObjectStore
@@ -110,7 +111,7 @@ def _exact(t: pa.DataType) -> bool:
 def open_verified(store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str) -> OpenObject:
     """Open the object for reading after the cheap checks. Raises ObjectNotFoundError when it
     is gone, CorruptDataObjectError when it is not the object its commit recorded."""
-    key = data_key(pool_id, meta.id)
+    key = PoolLayout(pool_id).data(meta.id)
     path = store.local_path(key)
     if path is not None:
         try:
@@ -137,22 +138,21 @@ def check_bytes(meta: ObjectMeta, data: bytes, pool: str) -> None:
         if algorithm == CHECKSUM_ALGORITHM:
             found = checksum(data)
             if found != meta.checksum:
-                raise _corrupt(
-                    meta, pool, f"checksum {found}, its commit recorded {meta.checksum}"
-                )
+                raise _corrupt(meta, pool, f"checksum {found}, its commit recorded {meta.checksum}")
 
 
 def read_verified(
     store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str, columns: list[str] | None = None
 ) -> pa.Table:
     """The whole object as a table, its bytes checked first (size, checksum, footer)."""
-    data = store.get(data_key(pool_id, meta.id))
+    key = PoolLayout(pool_id).data(meta.id)
+    data = store.get(key)
     check_bytes(meta, data, pool)
     try:
         file = pq.ParquetFile(pa.BufferReader(data))
     except (pa.ArrowInvalid, OSError) as e:
         raise _corrupt(meta, pool, f"not readable as Parquet ({e})") from None
-    check_footer(meta, OpenObject(data_key(pool_id, meta.id), file), pool)
+    check_footer(meta, OpenObject(key, file), pool)
     return file.read(columns=columns)
 
 
@@ -220,12 +220,12 @@ class Presence:
 def check_presence(store: ObjectStore, pool_id: str, metas: list[ObjectMeta]) -> Presence:
     """Every object of ``metas`` is in the store with its recorded size: one listing of the
     pool's data objects, no object read."""
-    prefix = data_key(pool_id, "").removesuffix(OBJECT_SUFFIX)
-    sizes = {i.key: i.size for i in store.list(prefix)}
+    layout = PoolLayout(pool_id)
+    sizes = {i.key: i.size for i in store.list(layout.data_dir)}
     missing: list[str] = []
     wrong: list[str] = []
     for meta in metas:
-        size = sizes.get(data_key(pool_id, meta.id))
+        size = sizes.get(layout.data(meta.id))
         if size is None:
             missing.append(meta.id)
         elif size != meta.size:
@@ -257,7 +257,7 @@ def schema_conflicts(
                 continue
             try:
                 if footer is None:
-                    opened = open_object(store, data_key(pool_id, meta.id), meta.size)
+                    opened = open_object(store, PoolLayout(pool_id).data(meta.id), meta.size)
                     footer = opened.file.schema_arrow
                 merged = unify_schema(pa.schema([field]), pa.schema([footer.field(name)]), meta.id)
                 fits = merged.field(name).type.equals(field.type)

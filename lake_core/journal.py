@@ -2,7 +2,7 @@
 
 Used for a pool's branches (branch name → tip commit; plus vacate tails, see pool.py).
 
-Layout under ``<dir>/``: entries ``1.json`` … ``N.json``, each immutable once written; ``HEAD``
+Files under ``<dir>/`` (named by :class:`~lake_core.layout.JournalLayout`): entries ``1.json`` … ``N.json``, each immutable once written; ``HEAD``
 (a hint: decimal N, maybe stale) and ``TAIL`` (the first entry kept; 1 until vacate moves it).
 
 Each entry holds the whole table after its actions, plus the actions and a timestamp, so the
@@ -36,6 +36,7 @@ from lake_core.errors import (
     ObjectNotFoundError,
     ObjectStoreError,
 )
+from lake_core.layout import JournalLayout
 from lake_core.stores.base import ObjectStore
 
 JOURNAL_FORMAT = "lakepool.journal"
@@ -66,32 +67,22 @@ def apply_actions(state: Mapping[str, Any], actions: list[dict[str, Any]]) -> di
 
 
 class Journal:
-    """One journal rooted at ``prefix`` (e.g. ``pools/<id>/branches``) in ``store``."""
+    """One journal in ``store``, its files named by ``layout`` (a pool's is
+    ``PoolLayout.journal``)."""
 
     def __init__(
         self,
         store: ObjectStore,
-        prefix: str,
+        layout: JournalLayout,
         clock: Clock = SYSTEM_CLOCK,
         append_lock: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.store = store
-        self.prefix = prefix.rstrip("/")
+        self.layout = layout
         self.clock = clock
         #: For a store without conditional writes: a lock (Zed's third strategy) held around
         #: "is N+1 free? write it", which put-if-missing otherwise does atomically.
         self.append_lock = append_lock
-
-    def entry_key(self, n: int) -> str:
-        return f"{self.prefix}/{n}.json"
-
-    @property
-    def head_key(self) -> str:
-        return f"{self.prefix}/HEAD"
-
-    @property
-    def tail_key(self) -> str:
-        return f"{self.prefix}/TAIL"
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -106,13 +97,13 @@ class Journal:
 
     def read_tail(self) -> int:
         """The first retained entry (1 unless history was vacated)."""
-        return max(1, self._read_int_hint(self.tail_key, 1))
+        return max(1, self._read_int_hint(self.layout.tail, 1))
 
     def read_entry(self, n: int) -> JournalEntry:
         """Entry ``n``. Raises ObjectNotFoundError if it does not exist."""
         if n == 0:
             return JournalEntry(0, None, MappingProxyType({}))
-        key = self.entry_key(n)
+        key = self.layout.entry(n)
         doc = decode_doc(key, self.store.get(key), JOURNAL_FORMAT, JOURNAL_VERSION)
         try:
             if int(doc["n"]) != n:
@@ -132,7 +123,7 @@ class Journal:
         """The last entry: start at the HEAD hint and probe forward past a stale one."""
         tail = self.read_tail()
         # Entries below TAIL may be gone (vacated and cleaned up); entry TAIL never is.
-        hint = max(self._read_int_hint(self.head_key, 0), tail if tail > 1 else 0)
+        hint = max(self._read_int_hint(self.layout.head, 0), tail if tail > 1 else 0)
         entry = JournalEntry(0, None, MappingProxyType({}))
         if hint > 0:
             try:
@@ -222,18 +213,18 @@ class Journal:
             },
         )
         if self.append_lock is None:
-            self._put_entry(self.entry_key(n), data)
+            self._put_entry(self.layout.entry(n), data)
         else:
             with self.append_lock() as held:
-                if self.store.exists(self.entry_key(n)):
-                    raise ObjectExistsError(self.entry_key(n))
+                if self.store.exists(self.layout.entry(n)):
+                    raise ObjectExistsError(self.layout.entry(n))
                 check = getattr(held, "check", None)
                 if check is not None:
                     check()  # a lost lock must not write
-                self.store.put(self.entry_key(n), data)
+                self.store.put(self.layout.entry(n), data)
         entry = JournalEntry(n, now, MappingProxyType(state), tuple(actions))
         try:
-            self.store.put(self.head_key, str(n).encode("ascii"))
+            self.store.put(self.layout.head, str(n).encode("ascii"))
         except Exception:  # noqa: BLE001 - HEAD is a hint; readers probe past a stale one
             pass
         return entry

@@ -20,6 +20,7 @@ from lake_core.errors import (
     PoolNotFoundError,
 )
 from lake_core.ids import new_id
+from lake_core.layout import LAKE_MARKER
 from lake_core.locks import LockProvider, open_lock_provider
 from lake_core.names import PoolName
 from lake_core.partitions import PartitionSpec
@@ -30,7 +31,6 @@ from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
 
-MARKER_KEY = "lake.json"
 LAKE_FORMAT = "lakepool.lake"
 LAKE_VERSION = 1
 
@@ -58,7 +58,7 @@ class Lake:
             LAKE_FORMAT, LAKE_VERSION, {"id": lake_id, "created": to_iso(config.clock.now())}
         )
         try:
-            store.put_if_missing(MARKER_KEY, marker)
+            store.put_if_missing(LAKE_MARKER, marker)
         except ObjectExistsError:
             raise AlreadyExistsError("lake", config.uri) from None
         lake = cls(store, config, lake_id)
@@ -71,10 +71,10 @@ class Lake:
         config = LakeConfig(uri=config) if isinstance(config, str) else config
         store = store or open_store(config.uri, config.conditional_writes, config.s3)
         try:
-            data = store.get(MARKER_KEY)
+            data = store.get(LAKE_MARKER)
         except ObjectNotFoundError:
             raise NotFoundError("lake", config.uri, "run `lake init` first") from None
-        doc = decode_doc(MARKER_KEY, data, LAKE_FORMAT, LAKE_VERSION)
+        doc = decode_doc(LAKE_MARKER, data, LAKE_FORMAT, LAKE_VERSION)
         return cls(store, config, str(doc.get("id", "")))
 
     # -- pools --------------------------------------------------------------------------------

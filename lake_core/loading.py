@@ -36,10 +36,6 @@ STAGED_FORMAT = "lakepool.staged"
 STAGED_VERSION = 1
 
 
-def staged_key(pool_id: str, staged_id: str) -> str:
-    return f"pools/{pool_id}/staging/{staged_id}.json"
-
-
 @dataclass(frozen=True)
 class Staged:
     """One ``add``: objects written but not committed."""
@@ -182,13 +178,13 @@ def stage(
     with pool.discarding_on_failure(objects):
         check_write_window(pool.clock, started)
     pool.store.put_if_missing_idempotent(
-        staged_key(pool.id, staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
+        pool.layout.staged(staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
     )
     return staged
 
 
 def read_staged(pool: Pool, staged_id: str) -> Staged:
-    key = staged_key(pool.id, staged_id)
+    key = pool.layout.staged(staged_id)
     try:
         doc = decode_doc(key, pool.store.get(key), STAGED_FORMAT, STAGED_VERSION)
     except ObjectNotFoundError:
@@ -203,12 +199,8 @@ def read_staged(pool: Pool, staged_id: str) -> Staged:
 
 
 def list_staged(pool: Pool) -> list[Staged]:
-    prefix = f"pools/{pool.id}/staging/"
-    ids = sorted(
-        i.key[len(prefix) : -len(".json")]
-        for i in pool.store.list(prefix)
-        if i.key.endswith(".json")
-    )
+    found = (pool.layout.parse_staged(i.key) for i in pool.store.list(pool.layout.staging_dir))
+    ids = sorted(i for i in found if i is not None)
     out = []
     for staged_id in ids:
         try:
@@ -244,5 +236,5 @@ def commit_staged(
         incoming_schema=schema,
         source=", ".join(f"staged {s}" for s in staged_ids),
     )
-    pool.store.delete_many([staged_key(pool.id, s.id) for s in staged])
+    pool.store.delete_many([pool.layout.staged(s.id) for s in staged])
     return commit

@@ -14,13 +14,6 @@ from typing import Any
 
 from lake_core.stats import ColumnMeta
 
-OBJECT_SUFFIX = ".parquet"
-
-
-def data_key(pool_id: str, object_id: str) -> str:
-    """Where object ``object_id`` of pool ``pool_id`` lives in the store."""
-    return f"pools/{pool_id}/data/{object_id}{OBJECT_SUFFIX}"
-
 
 @dataclass(frozen=True)
 class ObjectMeta:

@@ -41,8 +41,6 @@ from lake_core.commit import (
     Add,
     Commit,
     Delete,
-    commit_key,
-    snapshot_key,
 )
 from lake_core.config import LakeConfig
 from lake_core.errors import (
@@ -62,8 +60,9 @@ from lake_core.errors import (
 )
 from lake_core.ids import is_ksuid, ksuid_time, new_id
 from lake_core.journal import Journal, JournalEntry
+from lake_core.layout import PoolLayout
 from lake_core.names import MAIN, TAIL_PREFIX, VACATED, validate_name
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
@@ -141,7 +140,9 @@ class Pool:
         self.config = config
         self.lake_config = lake_config
         self.clock = lake_config.clock
-        self.journal = Journal(store, f"pools/{config.id}/branches", self.clock, journal_lock)
+        #: Where this pool's files are (see :mod:`lake_core.layout`).
+        self.layout = PoolLayout(config.id)
+        self.journal = Journal(store, self.layout.journal, self.clock, journal_lock)
         self._commits = _LRU(_CACHE_COMMITS)
         self._snapshots = _LRU(_CACHE_SNAPSHOTS)
         self._rng = random.Random()
@@ -292,7 +293,7 @@ class Pool:
         cached = self._commits.get_or(commit_id)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
-        key = commit_key(self.id, commit_id)
+        key = self.layout.commit(commit_id)
         try:
             data = self.store.get(key)
         except ObjectNotFoundError:
@@ -307,7 +308,7 @@ class Pool:
         cached = self._snapshots.get_or(commit_id)
         if cached is not None:
             return cached  # type: ignore[no-any-return]
-        key = snapshot_key(self.id, commit_id)
+        key = self.layout.snapshot(commit_id)
         snap = Snapshot.decode(key, self.store.get(key))
         if snap.commit_id != commit_id:
             raise CorruptObjectError(key, f"snapshot says it is of commit {snap.commit_id}")
@@ -426,11 +427,11 @@ class Pool:
         scan = self.scan(ref, as_of=as_of, where=where)
         out = []
         for obj in scan.objects:
-            local = self.store.local_path(data_key(self.id, obj.id))
+            local = self.store.local_path(self.layout.data(obj.id))
             if local is not None:
                 out.append(local)
             else:
-                _, path = self.store.arrow_location(data_key(self.id, obj.id))
+                _, path = self.store.arrow_location(self.layout.data(obj.id))
                 out.append(f"s3://{path}")
         return out
 
@@ -443,7 +444,7 @@ class Pool:
         import pyarrow.dataset as ds
 
         scan = self.scan(ref, as_of=as_of, where=where)
-        keys = [data_key(self.id, o.id) for o in scan.objects]
+        keys = [self.layout.data(o.id) for o in scan.objects]
         if not keys:
             return ds.dataset(scan.pool_schema.empty_table())
         fs, _ = self.store.arrow_location(keys[0])
@@ -664,14 +665,14 @@ class Pool:
             snap = apply_commit(parent_snap, commit)
             # The snapshot lands before the commit object, so a commit that says it has one
             # always does.
-            self.store.put_if_missing_idempotent(snapshot_key(self.id, commit.id), snap.encode())
+            self.store.put_if_missing_idempotent(self.layout.snapshot(commit.id), snap.encode())
             self._snapshots.put(commit.id, snap)
-        self.store.put_if_missing_idempotent(commit_key(self.id, commit.id), commit.encode())
+        self.store.put_if_missing_idempotent(self.layout.commit(commit.id), commit.encode())
         return commit
 
     def _discard_commit(self, commit: Commit) -> None:
         """Best-effort removal of a commit object that never became reachable."""
-        for key in (commit_key(self.id, commit.id), snapshot_key(self.id, commit.id)):
+        for key in (self.layout.commit(commit.id), self.layout.snapshot(commit.id)):
             try:
                 self.store.delete(key)
             except ObjectStoreError:
@@ -682,7 +683,7 @@ class Pool:
     def discard_objects(self, objects: list[ObjectMeta]) -> None:
         """Best-effort removal of data objects a failed operation wrote. Callers use
         :meth:`discarding_on_failure`, which knows when removal is safe."""
-        keys = [data_key(self.id, o.id) for o in objects]
+        keys = [self.layout.data(o.id) for o in objects]
         if not keys:
             return
         try:

@@ -26,6 +26,7 @@ from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
+from lake_core.purge_records import purged_by
 from lake_core.reader import row_group_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore
@@ -142,8 +143,6 @@ class Scan:
         try:
             opened = open_verified(self.store, self.pool_id, obj, self.pool_name or self.pool_id)
         except ObjectNotFoundError:
-            from lake_core.maintenance.purge import purged_by
-
             raise PurgedObjectError(obj.id, purged_by(self.store, self.pool_id, obj.id)) from None
         meta = opened.metadata
         file_names = set(opened.file.schema_arrow.names)  # a property that rebuilds the schema

@@ -17,25 +17,25 @@ from collections.abc import Iterable
 from lake_core.clock import Clock
 from lake_core.errors import ObjectNotFoundError
 from lake_core.ids import new_id
+from lake_core.layout import PoolLayout
 from lake_core.stores.base import ObjectStore
-
-
-def _prefix(pool_id: str) -> str:
-    return f"pools/{pool_id}/history/vacated-"
 
 
 def write_vacated(store: ObjectStore, pool_id: str, ids: Iterable[str], clock: Clock) -> None:
     """Record ``ids`` as cut by a vacate (nothing is written for none)."""
     body = "".join(f"{i}\n" for i in sorted(ids))
     if body:
-        store.put_if_missing(f"{_prefix(pool_id)}{new_id(clock)}.ids", body.encode("ascii"))
+        store.put_if_missing(PoolLayout(pool_id).vacated(new_id(clock)), body.encode("ascii"))
 
 
 def read_vacated(store: ObjectStore, pool_id: str) -> set[str] | None:
     """Every commit id a vacate recorded as cut; None when no vacate wrote a record (lakes
     vacated before records existed)."""
     found: set[str] | None = None
-    for info in store.list(_prefix(pool_id)):
+    layout = PoolLayout(pool_id)
+    for info in store.list(layout.vacated_prefix):
+        if layout.parse_vacated(info.key) is None:
+            continue
         try:
             data = store.get(info.key)
         except ObjectNotFoundError:

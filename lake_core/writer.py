@@ -27,7 +27,8 @@ import pyarrow.parquet as pq
 from lake_core.clock import SYSTEM_CLOCK, Clock
 from lake_core.ids import new_id
 from lake_core.integrity import checksum
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.layout import PoolLayout
+from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
 from lake_core.stats import ColumnMeta, encode_value, table_meta
 from lake_core.stores.base import ObjectStore
@@ -211,7 +212,7 @@ def write_objects(
         data = sink.getvalue()
         footer = data.size - body
         payload = data.to_pybytes()
-        store.put(data_key(pool_id, object_id), payload)
+        store.put(PoolLayout(pool_id).data(object_id), payload)
         lo, hi = _key_bounds(keys.slice(start, pos - start), key)
         meta = ObjectMeta(
             id=object_id,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lake_core.errors import UsageError
+from lake_core.layout import LAKE_MARKER
 from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 from lake_core.poolkey import PoolKey
@@ -55,7 +56,7 @@ def _spark_schema(schema: pa.Schema) -> StructType:
 
 
 def _native_ok(pool: Pool, scan: Scan) -> bool:
-    if pool.store.local_path("lake.json") is None:
+    if pool.store.local_path(LAKE_MARKER) is None:
         return False
     types = {f.name: str(f.type) for f in scan.pool_schema}
     return all(

@@ -33,11 +33,10 @@ def read_all(pool: Pool, ref: str | None = None) -> pa.Table:
 
 def assert_objects_intact(pool: Pool, ref: str | None = None) -> None:
     """Every live object is readable and holds exactly the rows its metadata says."""
-    from lake_core.objects import data_key
     from lake_core.reader import open_object
 
     snap = pool.snapshot(pool.resolve(ref))
     for obj in snap.objects.values():
-        opened = open_object(pool.store, data_key(pool.id, obj.id), obj.size)
+        opened = open_object(pool.store, pool.layout.data(obj.id), obj.size)
         assert opened.metadata.num_rows == obj.count, obj.id
-        assert pool.store.head(data_key(pool.id, obj.id)).size == obj.size, obj.id
+        assert pool.store.head(pool.layout.data(obj.id)).size == obj.size, obj.id

@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING
 
 from lake_core.catalog.defs import (
     DEFAULT_ORDER,
-    catalog_def_path,
     check_catalog_def,
     decode_def,
-    dtxn_path,
     encode_def,
     new_catalog_def,
 )
@@ -28,13 +26,6 @@ from lake_core.catalog.node import Action, Node, RootFile, decode_root, encode_r
 from lake_core.catalog.proto import actions_pb2, objects_pb2
 from lake_core.catalog.state import CatalogSnapshot, CatalogState
 from lake_core.catalog.transaction import Transaction
-from lake_core.catalog.versions import (
-    LATEST_HINT,
-    MAX_VERSION,
-    OLDEST_HINT,
-    parse_version_path,
-    version_path,
-)
 from lake_core.clock import SYSTEM_CLOCK, Clock, to_iso
 from lake_core.config import LakeConfig, RetryPolicy
 from lake_core.errors import (
@@ -44,13 +35,13 @@ from lake_core.errors import (
     ObjectNotFoundError,
     UsageError,
 )
+from lake_core.layout import CATALOG_ROOT, MAX_VERSION, CatalogLayout
 from lake_core.names import MAX_NAME_BYTES
 from lake_core.stores.base import ObjectStore
 
 if TYPE_CHECKING:
     from lake_core.catalog.export import ExportResult
 
-CATALOG_PREFIX = "catalog"
 LOG_BATCH = 32
 
 
@@ -61,7 +52,7 @@ class Catalog:
         self,
         store: ObjectStore,
         *,
-        prefix: str = CATALOG_PREFIX,
+        prefix: str = CATALOG_ROOT,
         clock: Clock = SYSTEM_CLOCK,
         retry: RetryPolicy | None = None,
         cache_entries: int = DEFAULT_CACHE_ENTRIES,
@@ -86,14 +77,14 @@ class Catalog:
     def initialize(self, *, order: int | None = None, max_name_bytes: int = MAX_NAME_BYTES) -> bool:
         """Write version 0 (an empty tree) if no catalog exists. True if this call created
         it; False if it existed (also when a racing creator won)."""
-        if self.files.exists(version_path(0)):
+        if self.files.exists(CatalogLayout.version_root(0)):
             return False
         definition = new_catalog_def(
             order=order or DEFAULT_ORDER,
             max_name_bytes=max_name_bytes,
             created_at_millis=self.now_millis(),
         )
-        def_path = catalog_def_path()
+        def_path = CatalogLayout.new_catalog_def()
         self.files.write_new(def_path, encode_def(definition))
         root = RootFile(
             tree=Node(),
@@ -104,20 +95,20 @@ class Catalog:
             ),
         )
         try:
-            self.files.write_new(version_path(0), encode_root(root))
+            self.files.write_new(CatalogLayout.version_root(0), encode_root(root))
         except ObjectExistsError:
             self.files.delete_quietly([def_path])
             return False
-        self.files.write_hint(LATEST_HINT, 0)
+        self.files.write_hint(CatalogLayout.LATEST_HINT, 0)
         return True
 
     # -- finding versions ------------------------------------------------------------------
 
     def _exists(self, version: int) -> bool:
-        return self.files.exists(version_path(version))
+        return self.files.exists(CatalogLayout.version_root(version))
 
     def oldest_version(self) -> int:
-        return self.files.read_hint(OLDEST_HINT) or 0
+        return self.files.read_hint(CatalogLayout.OLDEST_HINT) or 0
 
     def _readable(self, version: int) -> bool:
         """Whether ``version``'s root exists, reading it (it is usually needed next)."""
@@ -134,7 +125,7 @@ class Catalog:
         snapshot that follows), and a probe of the next version. ``vn/oldest`` is read only
         when the hint is missing or names no root; a root that exists proves every version
         from it to the latest exists (versions are dense and expire oldest first)."""
-        hint = self.files.read_hint(LATEST_HINT)
+        hint = self.files.read_hint(CatalogLayout.LATEST_HINT)
         if hint is not None and self._readable(hint):
             lo = hint
         else:
@@ -245,7 +236,7 @@ class Catalog:
         exported = self.snapshot().state.catalog_def.exported_snapshots
         if name not in exported:
             raise NotFoundError("catalog export", name)
-        return self.snapshot(parse_version_path(exported[name]))
+        return self.snapshot(CatalogLayout.parse_version_root(exported[name]))
 
     def resolve(self, ref: str) -> CatalogSnapshot:
         """``ref`` as ``--at-version`` takes it: a version number or an export's name."""
@@ -301,7 +292,7 @@ class Catalog:
 
     def resume(self, transaction_id: str) -> Transaction:
         """A transaction another process saved (:meth:`Transaction.save`)."""
-        path = dtxn_path(transaction_id)
+        path = CatalogLayout.dtxn(transaction_id)
         try:
             data = self.files.get(path)  # not cached: each save overwrites it
         except ObjectNotFoundError:
@@ -310,7 +301,7 @@ class Catalog:
         if definition.expire_at_millis and self.now_millis() > definition.expire_at_millis:
             raise NotFoundError("catalog transaction", transaction_id, "expired")
         base_path = definition.beginning_root_node_file_path
-        base = self.snapshot(parse_version_path(base_path))
+        base = self.snapshot(CatalogLayout.parse_version_root(base_path))
         running_path = definition.running_root_node_file_path
         running = decode_root(running_path, self.files.get(running_path))
         txn = Transaction(

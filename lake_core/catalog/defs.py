@@ -1,18 +1,9 @@
-"""Object definition files: where each kind of definition lives and how it is (de)serialized.
+"""Object definition files: the path a new definition gets, and how it is (de)serialized.
 
 A definition file holds one bare serialized protobuf message and is never rewritten: a change
-writes a new file (new UUID) and points the tree at it. Paths, relative to the catalog:
-
-====================  ================================================
-catalog               ``def/catalog/<uuid4>.binpb``
-namespace             ``def/ns/<uuid4>-<ns>.binpb``
-pool (table)          ``def/table/<uuid4>-<ns>-<pool>.binpb``
-view                  ``def/view/<uuid4>-<ns>-<view>.binpb``
-index rule            ``def/index_rule/<uuid4>-<ns>-<rule>.binpb``
-distributed txn       ``dtxn/<transaction-id>.binpb``
-====================  ================================================
-
-The names in a path are for people reading a listing; readers never parse them.
+writes a new file (new UUID) and points the tree at it. Where each kind lives is
+:class:`~lake_core.layout.CatalogLayout`'s (``def/<kind>/<uuid4>-<names>.binpb``,
+``dtxn/<transaction-id>.binpb``); :func:`object_def_path` picks the one for an object.
 """
 
 from __future__ import annotations
@@ -25,6 +16,7 @@ from google.protobuf.message import DecodeError, Message
 from lake_core.catalog.btree_keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef
 from lake_core.catalog.proto import objects_pb2
 from lake_core.errors import CorruptObjectError
+from lake_core.layout import CatalogLayout
 from lake_core.names import MAX_NAME_BYTES
 
 #: The catalog format version this code writes (``CatalogDef.major_version``) and reads.
@@ -33,22 +25,19 @@ DEFAULT_ORDER = 128
 DEFAULT_NODE_FILE_MAX_BYTES = 1 << 20
 DEFAULT_TXN_TTL_MILLIS = 3 * 24 * 3600 * 1000
 
-_DIRS: dict[int, str] = {NAMESPACE: "ns", TABLE: "table", VIEW: "view", INDEX_RULE: "index_rule"}
-
 M = TypeVar("M", bound=Message)
 
 
-def catalog_def_path() -> str:
-    return f"def/catalog/{uuid.uuid4()}.binpb"
-
-
 def object_def_path(ref: ObjectRef) -> str:
-    ident = ref.namespace if ref.type == NAMESPACE else f"{ref.namespace}-{ref.name}"
-    return f"def/{_DIRS[ref.type]}/{uuid.uuid4()}-{ident}.binpb"
-
-
-def dtxn_path(transaction_id: str) -> str:
-    return f"dtxn/{transaction_id}.binpb"
+    """A fresh path for a new definition of ``ref``."""
+    if ref.type == NAMESPACE:
+        return CatalogLayout.new_namespace_def(ref.namespace)
+    new_def = {
+        TABLE: CatalogLayout.new_table_def,
+        VIEW: CatalogLayout.new_view_def,
+        INDEX_RULE: CatalogLayout.new_index_rule_def,
+    }[ref.type]
+    return new_def(ref.namespace, ref.name)
 
 
 def encode_def(message: Message) -> bytes:

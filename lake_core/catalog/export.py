@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING
 
 from lake_core.catalog.files import CatalogFiles
 from lake_core.catalog.node import decode_node, encode_root
-from lake_core.catalog.versions import LATEST_HINT, OLDEST_HINT
 from lake_core.errors import AlreadyExistsError, ObjectExistsError
+from lake_core.layout import CatalogLayout
 from lake_core.stores.base import ObjectStore
 
-if TYPE_CHECKING:  # the Catalog calls in here (Catalog.export); at run time only its instance is used
+if (
+    TYPE_CHECKING
+):  # the Catalog calls in here (Catalog.export); at run time only its instance is used
     from lake_core.catalog.catalog import Catalog
 
 
@@ -65,8 +67,8 @@ def export_snapshot(
     except ObjectExistsError:
         raise AlreadyExistsError("catalog export", f"{dest.uri} ({snap.path})") from None
     written += 1
-    target.write_hint(OLDEST_HINT, snap.version)
-    target.write_hint(LATEST_HINT, snap.version)
+    target.write_hint(CatalogLayout.OLDEST_HINT, snap.version)
+    target.write_hint(CatalogLayout.LATEST_HINT, snap.version)
     txn = catalog.begin()
     txn.record_export(name or dest.uri, snap.path)
     recorded = txn.commit()

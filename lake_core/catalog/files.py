@@ -18,8 +18,8 @@ from google.protobuf.message import Message
 
 from lake_core.catalog.defs import decode_def
 from lake_core.catalog.node import Node, RootFile, decode_node, decode_root
-from lake_core.catalog.versions import version_path
 from lake_core.errors import ObjectNotFoundError, ObjectStoreError
+from lake_core.layout import CATALOG_ROOT, CatalogLayout
 from lake_core.stores.base import ObjectStore
 
 M = TypeVar("M", bound=Message)
@@ -56,26 +56,27 @@ class _Cache:
 
 
 class CatalogFiles:
-    """Files under ``prefix`` (``catalog`` in a lake; empty for an exported catalog)."""
+    """Files under ``prefix`` (``catalog`` in a lake; empty for an exported catalog), named by
+    :class:`~lake_core.layout.CatalogLayout`."""
 
     def __init__(
         self,
         store: ObjectStore,
-        prefix: str = "catalog",
+        prefix: str = CATALOG_ROOT,
         cache_entries: int = DEFAULT_CACHE_ENTRIES,
     ) -> None:
         self.store = store
-        self.prefix = prefix.strip("/")
+        self.layout = CatalogLayout(prefix)
         self._cache = _Cache(cache_entries)
 
     @property
     def uri(self) -> str:
         """Where these files are, as a lake URI another process can open."""
-        base = self.store.uri.rstrip("/")
-        return f"{base}/{self.prefix}" if self.prefix else base
+        return self.layout.uri(self.store.uri)
 
     def key(self, path: str) -> str:
-        return f"{self.prefix}/{path}" if self.prefix else path
+        """The store key of catalog path ``path``."""
+        return self.layout.key(path)
 
     def get(self, path: str) -> bytes:
         """Raw bytes. Raises ObjectNotFoundError."""
@@ -94,7 +95,7 @@ class CatalogFiles:
 
     def read_root(self, version: int) -> RootFile:
         """The root of ``version``. Raises ObjectNotFoundError if it was never committed."""
-        return self.read_root_path(version_path(version))
+        return self.read_root_path(CatalogLayout.version_root(version))
 
     def read_root_path(self, path: str) -> RootFile:
         return self._cached(path, decode_root)

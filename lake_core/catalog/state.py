@@ -29,7 +29,7 @@ from lake_core.catalog.btree_keys import (
 from lake_core.catalog.files import CatalogFiles
 from lake_core.catalog.node import Node, RootFile
 from lake_core.catalog.proto import objects_pb2
-from lake_core.catalog.versions import version_path
+from lake_core.layout import CatalogLayout
 
 M = TypeVar("M", bound=Message)
 
@@ -144,7 +144,7 @@ class CatalogSnapshot:
 
     @property
     def path(self) -> str:
-        return version_path(self.version)
+        return CatalogLayout.version_root(self.version)
 
     @property
     def created_at(self) -> datetime:
@@ -152,7 +152,5 @@ class CatalogSnapshot:
 
     @property
     def rollback_from(self) -> int | None:
-        from lake_core.catalog.versions import parse_version_path
-
         src = self.root.rollback_from_root
-        return None if src is None else parse_version_path(src)
+        return None if src is None else CatalogLayout.parse_version_root(src)

@@ -30,11 +30,10 @@ from google.protobuf.message import Message
 from lake_core.catalog import btree
 from lake_core.catalog.actions import ActionDef, apply_action, find_conflict, make, row_key
 from lake_core.catalog.btree_keys import INDEX_RULE, NAMESPACE, TABLE, VIEW, ObjectRef, parse_key
-from lake_core.catalog.defs import catalog_def_path, dtxn_path, encode_def, object_def_path
+from lake_core.catalog.defs import encode_def, object_def_path
 from lake_core.catalog.node import Action, RootFile, encode_node, encode_root
 from lake_core.catalog.proto import actions_pb2, objects_pb2
 from lake_core.catalog.state import CatalogSnapshot, CatalogState
-from lake_core.catalog.versions import LATEST_HINT, version_path
 from lake_core.errors import (
     CatalogConflictError,
     CommitStateUnknownError,
@@ -47,15 +46,12 @@ from lake_core.errors import (
     RetriesExhaustedError,
     UsageError,
 )
+from lake_core.layout import CatalogLayout
 
 if TYPE_CHECKING:
     from lake_core.catalog.catalog import Catalog
 
 T = actions_pb2
-
-
-def new_node_path() -> str:
-    return f"node/{uuid.uuid4()}.arrow"
 
 
 @dataclass(frozen=True)
@@ -252,7 +248,7 @@ class Transaction:
         definition = objects_pb2.CatalogDef()
         definition.CopyFrom(state.catalog_def)
         definition.exported_snapshots[intent.export_name] = intent.export_root
-        path = catalog_def_path()
+        path = CatalogLayout.new_catalog_def()
         self.catalog.files.write_new(path, encode_def(definition))
         self._written.append(path)
         return T.ActionDef(
@@ -303,7 +299,7 @@ class Transaction:
         for attempt in range(retry.max_attempts):
             target = self.base.version + 1
             created = max(self.catalog.now_millis(), self.base.root.created_at_millis)
-            tree, nodes = btree.unwritten(self.state.tree, new_node_path)
+            tree, nodes = btree.unwritten(self.state.tree, CatalogLayout.new_node)
             files.write_many((path, encode_node(node, created)) for path, node in nodes)
             root = RootFile(
                 tree=tree,
@@ -315,7 +311,7 @@ class Transaction:
                 actions=tuple(Action(row_key(a, self.state), a) for a in self.actions),
             )
             try:
-                files.write_new(version_path(target), encode_root(root))
+                files.write_new(CatalogLayout.version_root(target), encode_root(root))
             except ObjectExistsError:
                 if self._landed(target):
                     return self._finish(target)
@@ -387,11 +383,11 @@ class Transaction:
 
     def _finish(self, version: int) -> int:
         self.committed_version = version
-        self.catalog.files.write_hint(LATEST_HINT, version)
+        self.catalog.files.write_hint(CatalogLayout.LATEST_HINT, version)
         used = {a.def_path for a in self.actions}
         self.catalog.files.delete_quietly(p for p in self._written if p not in used)
         if self._saved:
-            self.catalog.files.delete_quietly([dtxn_path(self.id)])
+            self.catalog.files.delete_quietly([CatalogLayout.dtxn(self.id)])
         return version
 
     def abort(self) -> None:
@@ -412,7 +408,7 @@ class Transaction:
             raise UsageError("a rollback cannot be distributed")
         files = self.catalog.files
         now = self.catalog.now_millis()
-        tree, nodes = btree.unwritten(self.state.tree, new_node_path)
+        tree, nodes = btree.unwritten(self.state.tree, CatalogLayout.new_node)
         files.write_many((path, encode_node(node, now)) for path, node in nodes)
         running = RootFile(
             tree=tree,
@@ -422,7 +418,7 @@ class Transaction:
             transaction_id=self.id,
             actions=tuple(Action(row_key(a, self.state), a) for a in self.intents),
         )
-        running_path = new_node_path()
+        running_path = CatalogLayout.new_node()
         files.write_new(running_path, encode_root(running))
         self.state = self.state.with_tree(tree)
         ttl = int(self.state.catalog_def.txn_ttl_millis)
@@ -434,7 +430,7 @@ class Transaction:
             began_at_millis=self.began_at_millis,
             expire_at_millis=self.began_at_millis + ttl if ttl else 0,
         )
-        files.store.put(files.key(dtxn_path(self.id)), encode_def(definition))
+        files.store.put(files.key(CatalogLayout.dtxn(self.id)), encode_def(definition))
         self._saved = True
         return self.id
 

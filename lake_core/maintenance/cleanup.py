@@ -73,7 +73,6 @@ or duplicating rows (IceDB's cleanup rewrote its log and did).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -81,20 +80,18 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lake_core.clock import to_iso
-from lake_core.commit import Commit, commit_key
+from lake_core.commit import Commit
 from lake_core.errors import CorruptObjectError, ObjectNotFoundError, UsageError
 from lake_core.ids import is_ksuid
 from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.loading import list_staged
 from lake_core.names import TAIL_PREFIX
-from lake_core.objects import OBJECT_SUFFIX, data_key
 from lake_core.stores.base import ObjectInfo
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 _READ_THREADS = 16
-_ENTRY_RE = re.compile(r"^([0-9]+)\.json$")
 
 #: Deletes a batch of store keys (``ObjectStore.delete_many`` by default; Spark spreads them).
 KeyDeleter = Callable[[Sequence[str]], Any]
@@ -214,30 +211,25 @@ def _latest(*times: datetime | None) -> datetime:
 
 def _inventory(pool: Pool) -> _Inventory:
     inv = _Inventory()
-    base = f"pools/{pool.id}/"
-    data_prefix = f"{base}data/"
-    for info in pool.store.list(data_prefix):
-        name = info.key[len(data_prefix) :]
-        if "/" not in name and name.endswith(OBJECT_SUFFIX):
-            inv.data[name[: -len(OBJECT_SUFFIX)]] = info
-    commits_prefix = f"{base}commits/"
-    for info in pool.store.list(commits_prefix):
-        name = info.key[len(commits_prefix) :]
-        stem, dot, ext = name.rpartition(".")
-        if "/" in name or not dot or not is_ksuid(stem):
-            continue
-        if ext == "json":
-            inv.commits[stem] = info
-        elif ext == "snap":
-            inv.snaps[stem] = info
-    entries_prefix = f"{pool.journal.prefix}/"
-    for info in pool.store.list(entries_prefix):
-        m = _ENTRY_RE.match(info.key[len(entries_prefix) :])
-        if m:
-            inv.entries[int(m.group(1))] = info
+    layout = pool.layout
+    for info in pool.store.list(layout.data_dir):
+        object_id = layout.parse_data(info.key)
+        if object_id is not None:
+            inv.data[object_id] = info
+    for info in pool.store.list(layout.commits_dir):
+        commit_id, kind = layout.parse_commit(info.key), inv.commits
+        if commit_id is None:
+            commit_id, kind = layout.parse_snapshot(info.key), inv.snaps
+        if commit_id is not None and is_ksuid(commit_id):
+            kind[commit_id] = info
+    journal = layout.journal
+    for info in pool.store.list(journal.dir):
+        n = journal.parse_entry(info.key)
+        if n is not None:
+            inv.entries[n] = info
     list_temp_files = getattr(pool.store, "list_temp_files", None)
     if list_temp_files is not None:
-        inv.temps = list(list_temp_files(base))
+        inv.temps = list(list_temp_files(layout.root))
     return inv
 
 
@@ -247,7 +239,7 @@ def _read_commits(pool: Pool, ids: Iterable[str]) -> dict[str, Commit]:
     deletes what it could not read."""
 
     def read(commit_id: str) -> Commit | None:
-        key = commit_key(pool.id, commit_id)
+        key = pool.layout.commit(commit_id)
         try:
             commit = Commit.decode(key, pool.store.get(key))
         except (ObjectNotFoundError, CorruptObjectError):
@@ -467,7 +459,7 @@ def cleanup(
         # Data first: if we die midway, the commits that date the remaining tombstones are
         # still there for the next run.
         for keys in (
-            [data_key(pool.id, oid) for oid in plan.objects],
+            [pool.layout.data(oid) for oid in plan.objects],
             [i.key for i in plan.snapshots],
             [i.key for i in plan.commits],
             [i.key for i in plan.entries],

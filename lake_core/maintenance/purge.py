@@ -3,7 +3,7 @@ still references them.
 
 Nothing in the history changes: snapshots that list a purged object keep listing it, and
 reading one fails with :class:`~lake_core.errors.PurgedObjectError` naming the object and the
-purging commit. To say so, purge first records ``pools/<id>/purged/<commit-id>.json`` (a
+purging commit. To say so, purge first writes a purge record (:mod:`lake_core.purge_records`, a
 versioned document listing the objects) and only then deletes them; a purge that dies midway
 is simply run again.
 
@@ -17,26 +17,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lake_core.clock import parse_iso, to_iso
-from lake_core.codec import decode_doc, encode_doc
-from lake_core.errors import CorruptObjectError, NotFoundError, ObjectExistsError
+from lake_core.clock import to_iso
+from lake_core.errors import NotFoundError, ObjectExistsError
 from lake_core.ids import is_ksuid
-from lake_core.objects import data_key
-from lake_core.stores.base import ObjectStore
+from lake_core.purge_records import read_purge_record, write_purge_record
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
-
-PURGED_FORMAT = "lakepool.purged"
-PURGED_VERSION = 1
-
-
-def purged_prefix(pool_id: str) -> str:
-    return f"pools/{pool_id}/purged/"
-
-
-def purged_key(pool_id: str, commit_id: str) -> str:
-    return f"{purged_prefix(pool_id)}{commit_id}.json"
 
 
 @dataclass(frozen=True)
@@ -74,49 +61,17 @@ def purge(pool: Pool, commit_id: str, *, guard: Callable[[], None] | None = None
         return PurgeResult(commit_id, (), 0, "", now)
     if guard is not None:
         guard()
-    key = purged_key(pool.id, commit_id)
-    body = {
-        "commit": commit_id,
-        "purged_at": to_iso(now),
-        "user": pool.lake_config.user,
-        "objects": [{"id": o.id, "count": o.count, "size": o.size} for o in added],
-    }
+    key = pool.layout.purge_record(commit_id)
     try:
-        pool.store.put_if_missing(key, encode_doc(PURGED_FORMAT, PURGED_VERSION, body))
+        write_purge_record(pool.store, pool.id, commit_id, now, pool.lake_config.user, added)
     except ObjectExistsError:
         # Purged before (or a purge died after recording): the commit, hence the list, is
         # immutable, so the record already says the right thing. Finish the job.
-        now = _read_record(pool.store, key)[1] or now
+        now = read_purge_record(pool.store, key)[1] or now
     if guard is not None:
         guard()
-    pool.store.delete_many([data_key(pool.id, o.id) for o in added])
+    pool.store.delete_many([pool.layout.data(o.id) for o in added])
     return PurgeResult(commit_id, tuple(o.id for o in added), sum(o.size for o in added), key, now)
 
 
-def _read_record(store: ObjectStore, key: str) -> tuple[list[str], datetime | None]:
-    doc = decode_doc(key, store.get(key), PURGED_FORMAT, PURGED_VERSION)
-    try:
-        ids = [str(o["id"]) for o in doc["objects"]]
-        when = parse_iso(doc["purged_at"]) if doc.get("purged_at") else None
-    except (KeyError, TypeError, ValueError) as e:
-        raise CorruptObjectError(key, f"malformed purge record ({type(e).__name__})") from None
-    return ids, when
-
-
-def purged_by(store: ObjectStore, pool_id: str, object_id: str) -> str | None:
-    """The commit whose purge deleted ``object_id``, or None if no purge record names it.
-    Reads every purge record of the pool (purges are rare; this runs only on a read error)."""
-    prefix = purged_prefix(pool_id)
-    for info in sorted(store.list(prefix), key=lambda i: i.key):
-        if not info.key.endswith(".json"):
-            continue
-        try:
-            ids, _ = _read_record(store, info.key)
-        except (CorruptObjectError, FileNotFoundError):
-            continue
-        if object_id in ids:
-            return info.key[len(prefix) : -len(".json")]
-    return None
-
-
-__all__ = ["PurgeResult", "purge", "purged_by", "purged_key"]
+__all__ = ["PurgeResult", "purge"]

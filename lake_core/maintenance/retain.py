@@ -41,7 +41,7 @@ from lake_core.clock import to_iso
 from lake_core.commit import Commit
 from lake_core.errors import CommitStateUnknownError, UsageError
 from lake_core.names import MAIN
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.reader import open_object
 from lake_core.snapshot import Snapshot
 from lake_core.writer import WriteOptions, write_objects
@@ -203,7 +203,7 @@ def retain(
     rows_kept = rewritten = 0
     try:
         for obj in plan.rewrite:
-            table = open_object(pool.store, data_key(pool.id, obj.id), obj.size).file.read()
+            table = open_object(pool.store, pool.layout.data(obj.id), obj.size).file.read()
             kept = _kept_rows(table, column.name, cut)
             if kept.num_rows == table.num_rows:
                 continue  # stats were unusable and nothing is old after all

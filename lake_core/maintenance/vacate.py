@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lake_core.clock import to_iso
-from lake_core.commit import snapshot_key
 from lake_core.errors import NotFoundError, ObjectExistsError
 from lake_core.names import TAIL_PREFIX, VACATED
 from lake_core.vacated import write_vacated
@@ -58,7 +57,7 @@ def vacate(pool: Pool, before: datetime, guard: Any = None) -> VacateResult:
             continue
         try:
             pool.store.put_if_missing(
-                snapshot_key(pool.id, commit_id), pool.snapshot(commit_id).encode()
+                pool.layout.snapshot(commit_id), pool.snapshot(commit_id).encode()
             )
         except ObjectExistsError:
             pass  # already cached; snapshots of a commit are identical
@@ -79,7 +78,7 @@ def vacate(pool: Pool, before: datetime, guard: Any = None) -> VacateResult:
         guard()
     pool._journal_update(f"vacate {pool.name}", build)
     if journal_tail > pool.journal.read_tail():
-        pool.store.put(pool.journal.tail_key, str(journal_tail).encode("ascii"))
+        pool.store.put(pool.journal.layout.tail, str(journal_tail).encode("ascii"))
     return VacateResult(before, tails, journal_tail)
 
 

@@ -15,7 +15,6 @@ from lake_core import Lake, LakeConfig
 from lake_core.catalog import Catalog, CatalogPoolRegistry, table_def_of
 from lake_core.catalog.btree import check
 from lake_core.catalog.proto import objects_pb2
-from lake_core.catalog.versions import LATEST_HINT, version_path
 from lake_core.cli.app import main
 from lake_core.errors import (
     AlreadyExistsError,
@@ -26,6 +25,7 @@ from lake_core.errors import (
     ObjectExistsError,
     PoolNotFoundError,
 )
+from lake_core.layout import CatalogLayout
 from lake_core.loading import load
 from lake_core.names import PoolName
 from lake_core.poolkey import PoolKey
@@ -121,7 +121,7 @@ def test_drop_then_rollback_restores_the_pool_and_its_data(lake: Lake) -> None:
     assert restored.read()["ts"].to_pylist() == [1, 2, 3]
     snap = lake.catalog.snapshot()
     assert snap.rollback_from == before_drop + 1
-    assert snap.root.rollback_from_root == version_path(before_drop + 1)
+    assert snap.root.rollback_from_root == CatalogLayout.version_root(before_drop + 1)
     assert snap.root.tree.keys == lake.catalog.snapshot(before_drop).root.tree.keys
     actions = [a.action for a in snap.root.actions]
     assert [a.type for a in actions] == [2, 20]  # CATALOG_ROLLBACK, TABLE_CREATE
@@ -329,17 +329,17 @@ def test_latest_version_survives_stale_missing_and_wrong_hints(lake: Lake) -> No
     cat = lake.catalog
     files = cat.files
     assert cat.latest_version() == 5
-    files.store.delete(files.key(LATEST_HINT))
+    files.store.delete(files.key(CatalogLayout.LATEST_HINT))
     assert cat.latest_version() == 5
-    files.store.put(files.key(LATEST_HINT), b"1")
+    files.store.put(files.key(CatalogLayout.LATEST_HINT), b"1")
     assert cat.latest_version() == 5
-    files.store.put(files.key(LATEST_HINT), b"garbage")
+    files.store.put(files.key(CatalogLayout.LATEST_HINT), b"garbage")
     assert cat.latest_version() == 5
-    files.store.put(files.key(LATEST_HINT), b"40")  # ahead of every root
+    files.store.put(files.key(CatalogLayout.LATEST_HINT), b"40")  # ahead of every root
     assert cat.latest_version() == 5
     lake.create_pool("p5")
     assert cat.latest_version() == 6
-    assert files.read_hint(LATEST_HINT) == 6
+    assert files.read_hint(CatalogLayout.LATEST_HINT) == 6
 
 
 def test_distributed_transaction_resumes_in_another_catalog_object(lake: Lake) -> None:
@@ -375,8 +375,8 @@ def test_full_and_minimal_exports(lake: Lake) -> None:
     assert minimal.files == 1 and full.files > 5
     exported = lake.catalog.snapshot().state.catalog_def.exported_snapshots
     assert exported == {
-        full.destination: version_path(version),
-        "nightly": version_path(version + 1),
+        full.destination: CatalogLayout.version_root(version),
+        "nightly": CatalogLayout.version_root(version + 1),
     }
     assert lake.catalog.resolve("nightly").version == version + 1
     want = _names(lake)
@@ -384,7 +384,7 @@ def test_full_and_minimal_exports(lake: Lake) -> None:
         snap = Catalog(open_store(uri), prefix="").snapshot()
         assert [str(p.name) for p in CatalogPoolRegistry.list_at(snap)] == want
     minimal_keys = {i.key for i in open_store(minimal_uri).list("")}
-    assert minimal_keys == {version_path(version + 1), "vn/latest", "vn/oldest"}
+    assert minimal_keys == {CatalogLayout.version_root(version + 1), "vn/latest", "vn/oldest"}
     # The full export stands alone; the minimal one needs the source's files.
     source = lake.store
     for info in list(source.list("catalog/node/")) + list(source.list("catalog/def/")):

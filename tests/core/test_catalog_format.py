@@ -19,7 +19,7 @@ from lake_core.catalog.btree_keys import (
     encode_type_id,
     parse_key,
 )
-from lake_core.catalog.defs import catalog_def_path, dtxn_path, object_def_path
+from lake_core.catalog.defs import object_def_path
 from lake_core.catalog.node import (
     Action,
     Node,
@@ -30,14 +30,8 @@ from lake_core.catalog.node import (
     encode_root,
 )
 from lake_core.catalog.proto import actions_pb2
-from lake_core.catalog.versions import (
-    is_version_path,
-    parse_version_name,
-    parse_version_path,
-    version_name,
-    version_path,
-)
 from lake_core.errors import CorruptObjectError, InvalidNameError
+from lake_core.layout import CatalogLayout, parse_version_name, version_name
 
 W8 = KeyWidths(8, 8, 8, 8)
 
@@ -62,10 +56,10 @@ def test_version_names_are_64_binary_digits_least_significant_first(
     version: int, name: str
 ) -> None:
     assert version_name(version) == name
-    assert version_path(version) == "vn/" + name
+    assert CatalogLayout.version_root(version) == "vn/" + name
     assert parse_version_name(name) == version
-    assert parse_version_path("vn/" + name) == version
-    assert is_version_path("vn/" + name)
+    assert CatalogLayout.parse_version_root("vn/" + name) == version
+    assert CatalogLayout.is_version_root("vn/" + name)
 
 
 def test_version_100_as_the_32_wide_spec_example_prefix() -> None:
@@ -74,9 +68,9 @@ def test_version_100_as_the_32_wide_spec_example_prefix() -> None:
 
 @pytest.mark.parametrize("bad", ["vn/2" + "0" * 63, "invalid.txt", "vn/" + "0" * 32, "vn/latest"])
 def test_malformed_version_paths_are_rejected(bad: str) -> None:
-    assert not is_version_path(bad)
+    assert not CatalogLayout.is_version_root(bad)
     with pytest.raises(ValueError):
-        parse_version_path(bad)
+        CatalogLayout.parse_version_root(bad)
 
 
 def test_negative_version_is_rejected() -> None:
@@ -143,13 +137,13 @@ def test_keys_sort_by_type_then_namespace_then_name() -> None:
 
 
 def test_definition_paths() -> None:
-    assert len(catalog_def_path()) == len("def/catalog/") + 36 + len(".binpb")
+    assert len(CatalogLayout.new_catalog_def()) == len("def/catalog/") + 36 + len(".binpb")
     ns = object_def_path(ObjectRef(NAMESPACE, "ns1"))
     assert ns.startswith("def/ns/") and ns.endswith("-ns1.binpb") and len(ns) == 7 + 36 + 10
     t = object_def_path(ObjectRef(TABLE, "ns1", "t1"))
     assert t.startswith("def/table/") and t.endswith("-ns1-t1.binpb")
     assert object_def_path(ObjectRef(VIEW, "ns1", "v1")).startswith("def/view/")
-    assert dtxn_path("tid1") == "dtxn/tid1.binpb"
+    assert CatalogLayout.dtxn("tid1") == "dtxn/tid1.binpb"
 
 
 # -- node files --------------------------------------------------------------------------------
@@ -189,8 +183,8 @@ def test_root_file_layout_with_actions() -> None:
         tree=Node(("k",), ("def/v.binpb",), ("node/l.arrow", "node/r.arrow")),
         created_at_millis=5,
         catalog_def="def/catalog/c.binpb",
-        previous_root=version_path(3),
-        rollback_from_root=version_path(2),
+        previous_root=CatalogLayout.version_root(3),
+        rollback_from_root=CatalogLayout.version_root(2),
         transaction_id="t-1",
         actions=(Action("C===ns1     t1      ", action),),
     )
@@ -199,8 +193,8 @@ def test_root_file_layout_with_actions() -> None:
         ("created_at_millis", "5", None),
         ("n_keys", "1", None),
         ("catalog_def", "def/catalog/c.binpb", None),
-        ("previous_root", version_path(3), None),
-        ("rollback_from_root", version_path(2), None),
+        ("previous_root", CatalogLayout.version_root(3), None),
+        ("rollback_from_root", CatalogLayout.version_root(2), None),
         ("transaction_id", "t-1", None),
         ("n_actions", "1", None),
         ("actions_encoding", "base64:lakepool.catalog.ActionDef", None),
@@ -210,10 +204,13 @@ def test_root_file_layout_with_actions() -> None:
     key, value, pnode = rows[10]
     assert (key, pnode) == ("C===ns1     t1      ", None)
     assert actions_pb2.ActionDef.FromString(base64.b64decode(value or "")) == action
-    back = decode_root(version_path(4), encode_root(root))
+    back = decode_root(CatalogLayout.version_root(4), encode_root(root))
     assert back.tree.children == ("node/l.arrow", "node/r.arrow")
     assert back.actions == root.actions
-    assert (back.previous_root, back.rollback_from_root) == (root.previous_root, version_path(2))
+    assert (back.previous_root, back.rollback_from_root) == (
+        root.previous_root,
+        CatalogLayout.version_root(2),
+    )
 
 
 def test_reader_tolerates_padding_rows_and_unknown_system_keys() -> None:

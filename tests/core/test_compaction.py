@@ -12,7 +12,7 @@ from lake_core import Lake, LakeConfig
 from lake_core.errors import CommitConflictError, NotFoundError
 from lake_core.loading import load
 from lake_core.maintenance import compact, fragmentation, plan_compaction
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.stats import ColumnMeta
 from tests.lakecheck import assert_objects_intact
 from tests.workers import rows_for
@@ -141,7 +141,7 @@ def test_compaction_racing_a_delete_aborts_and_removes_its_objects(lake: Lake) -
         compact(pool, guard=delete_meanwhile)
     assert pool.read()["ts"].to_pylist() == [2, 4]
     assert {i.key for i in lake.store.list(f"pools/{pool.id}/data/")} == data_before
-    assert not lake.store.exists(data_key(pool.id, "x"))
+    assert not lake.store.exists(pool.layout.data("x"))
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lake_core import Lake, LakeConfig
-from lake_core.commit import SNAPSHOT_INTERVAL, Add, Commit, Delete, snapshot_key
+from lake_core.commit import SNAPSHOT_INTERVAL, Add, Commit, Delete
 from lake_core.errors import (
     AlreadyExistsError,
     BranchNotFoundError,
@@ -22,6 +22,7 @@ from lake_core.errors import (
     SchemaConflictError,
 )
 from lake_core.journal import Journal
+from lake_core.layout import JournalLayout
 from lake_core.loading import load
 from lake_core.objects import ObjectMeta
 from lake_core.snapshot import Snapshot, apply_commit
@@ -199,7 +200,7 @@ def test_damaged_cached_snapshot_falls_back_to_replay(lake: Lake, lake_uri: str)
         lake.store.put(key, b"{garbage")
     fresh = Lake.open(lake_uri).pool("b")
     assert read_all(fresh)["ts"].to_pylist() == list(range(SNAPSHOT_INTERVAL + 2))
-    assert snapshot_key(pool.id, "x").endswith(".snap")
+    assert pool.layout.snapshot("x").endswith(".snap")
 
 
 def test_stale_head_hint_is_probed_past(lake: Lake, lake_uri: str) -> None:
@@ -219,7 +220,7 @@ def test_stale_head_hint_is_probed_past(lake: Lake, lake_uri: str) -> None:
 
 
 def test_journal_as_of_binary_search(lake: Lake) -> None:
-    j = Journal(lake.store, "scratch/j")
+    j = Journal(lake.store, JournalLayout("scratch/j"))
     entries = [j.read_head()]
     for i in range(20):
         entries.append(j.append(entries[-1], [{"op": "set", "name": "x", "value": i}]))

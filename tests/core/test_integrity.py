@@ -13,12 +13,12 @@ import pytest
 
 from lake_core import Lake
 from lake_core.cli import main
-from lake_core.commit import Add, Commit, commit_key
+from lake_core.commit import Add, Commit
 from lake_core.errors import CorruptDataObjectError
 from lake_core.integrity import checksum
 from lake_core.loading import load
 from lake_core.maintenance import compact
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 
 
@@ -39,13 +39,13 @@ def _three(lake: Lake) -> tuple[Pool, list[ObjectMeta]]:
 
 def _swap(lake: Lake, pool: Pool, target: ObjectMeta, source: ObjectMeta) -> None:
     """Overwrite ``target``'s file with ``source``'s bytes, as a bad copy or restore would."""
-    lake.store.put(data_key(pool.id, target.id), lake.store.get(data_key(pool.id, source.id)))
+    lake.store.put(pool.layout.data(target.id), lake.store.get(pool.layout.data(source.id)))
 
 
 def test_commits_record_a_checksum_of_the_bytes(lake: Lake) -> None:
     pool, objs = _three(lake)
     for o in objs:
-        data = lake.store.get(data_key(pool.id, o.id))
+        data = lake.store.get(pool.layout.data(o.id))
         assert o.checksum == checksum(data) and o.checksum.startswith("crc32:")
         assert len(data) == o.size
     # And it survives the commit's encoding.
@@ -122,7 +122,7 @@ def test_verify_a_branch_and_objects_of_old_commits(
     verifiable; verify says how many objects it could not checksum."""
     pool, objs = _three(lake)
     tip = pool.read_commit(pool.tip() or "")
-    key = commit_key(pool.id, tip.id)
+    key = pool.layout.commit(tip.id)
     doc = json.loads(lake.store.get(key))
     for action in doc["actions"]:
         if action["op"] == "add":
@@ -140,7 +140,7 @@ def test_missing_object_is_reported_by_verify(
     lake: Lake, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     pool, objs = _three(lake)
-    lake.store.delete(data_key(pool.id, objs[2].id))
+    lake.store.delete(pool.layout.data(objs[2].id))
     code, out, err = run(capsys, "--lake", lake.config.uri, "verify", "-p", "p")
     assert code == 1
     assert err == f"error: data object {objs[2].id} of pool p is corrupt: missing from the store\n"

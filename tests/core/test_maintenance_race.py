@@ -20,7 +20,6 @@ import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.maintenance.cleanup import cleanup
-from lake_core.objects import data_key
 from tests.lakecheck import assert_objects_intact
 from tests.workers_maintenance import race_cleaner, race_compactor, race_deleter, race_loader
 
@@ -103,7 +102,7 @@ def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri
     # Every retained commit opens, and every object it names is still in the store (reading
     # each in full would cost a quadratic number of requests).
     stored = {i.key for i in pool.store.list(f"pools/{pool.id}/data/")}
-    named = {data_key(pool.id, o) for c in pool.log() for o in pool.snapshot(c.id).objects}
+    named = {pool.layout.data(o) for c in pool.log() for o in pool.snapshot(c.id).objects}
     assert named <= stored
 
     # A last cleanup with grace 0, nothing running: the live data is all kept.

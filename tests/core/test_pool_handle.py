@@ -17,7 +17,6 @@ from lake_core.errors import (
     NotFoundError,
     UsageError,
 )
-from lake_core.objects import data_key
 from lake_core.pool import Pool
 
 D = timedelta(days=1)
@@ -152,7 +151,7 @@ def test_retain_vacate_cleanup_purge(lake: Lake) -> None:
     r = pool.retain(90 * D, now=now)
     assert r.commit is not None and (r.dropped, r.rows_removed) == (1, 1)
     assert pool.read()["v"].to_pylist() == ["new"]
-    gone = data_key(pool.id, old.adds()[0].id)
+    gone = pool.layout.data(old.adds()[0].id)
     v = pool.vacate(pool.clock.now())
     assert v.tails["main"] == pool.tip()
     dry = pool.cleanup(timedelta(0), dry_run=True, now=now + 3 * D)
@@ -164,7 +163,7 @@ def test_retain_vacate_cleanup_purge(lake: Lake) -> None:
     extra = pool.load(pa.table({"ts": pa.array([now], pa.timestamp("us", "UTC")), "v": ["x"]}))
     p = pool.purge(extra.id)
     assert p.objects == tuple(o.id for o in extra.adds())
-    assert not pool.store.exists(data_key(pool.id, extra.adds()[0].id))
+    assert not pool.store.exists(pool.layout.data(extra.adds()[0].id))
 
 
 def test_partitions_drop_and_rewrite(lake: Lake) -> None:
@@ -187,7 +186,7 @@ def test_verify_reports_a_corrupt_object(lake: Lake) -> None:
     a = pool.load(pa.table({"k": [1], "v": ["a"]}))
     pool.load(pa.table({"k": [2], "v": ["b"]}))
     bad = a.adds()[0].id
-    pool.store.delete(data_key(pool.id, bad))
+    pool.store.delete(pool.layout.data(bad))
     with pytest.raises(CorruptDataObjectError) as e:
         pool.verify()
     assert bad in str(e.value)

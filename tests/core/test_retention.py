@@ -18,7 +18,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_core.changes import delete_objects
 from lake_core.codec import decode_doc
-from lake_core.commit import Commit, commit_key, snapshot_key
+from lake_core.commit import Commit
 from lake_core.errors import (
     HistoryVacatedError,
     LockLostError,
@@ -26,13 +26,13 @@ from lake_core.errors import (
     PurgedObjectError,
 )
 from lake_core.inflight import MIN_ORPHAN_AGE, WRITE_WINDOW
-from lake_core.loading import commit_staged, list_staged, load, stage, staged_key
+from lake_core.loading import commit_staged, list_staged, load, stage
 from lake_core.maintenance.cleanup import CleanupResult, cleanup
 from lake_core.maintenance.partitions import drop_partition
-from lake_core.maintenance.purge import PURGED_FORMAT, PURGED_VERSION, purge, purged_key
+from lake_core.maintenance.purge import purge
 from lake_core.maintenance.vacate import vacate
-from lake_core.objects import data_key
 from lake_core.pool import Pool
+from lake_core.purge_records import PURGED_FORMAT, PURGED_VERSION
 from tests.lakecheck import assert_objects_intact, journal_numbers
 
 H = timedelta(hours=1)
@@ -178,16 +178,16 @@ def test_cleanup_keeps_objects_live_on_another_branch_until_it_is_dropped(lake_u
     # still on its way to the journal, so it also waits out the minimum orphan age; then it goes
     # with the commit that only the dropped branch knew and the tail snapshot vacate wrote.
     pool.delete_branch("dev")
-    assert pool.store.exists(commit_key(pool.id, d.id))
+    assert pool.store.exists(pool.layout.commit(d.id))
     r = cleanup(pool, H)
     assert r.objects == (obj(x),) and r.tombstoned == 1 and r.pending == 1
-    assert pool.store.exists(commit_key(pool.id, d.id))
+    assert pool.store.exists(pool.layout.commit(d.id))
     clock.advance(MIN_ORPHAN_AGE)
     r = cleanup(pool, H)
     assert r.objects == (obj(d),) and r.tombstoned == 1
     assert data_ids(pool) == {obj(k)}
-    assert not pool.store.exists(commit_key(pool.id, d.id))
-    assert not pool.store.exists(snapshot_key(pool.id, d.id))
+    assert not pool.store.exists(pool.layout.commit(d.id))
+    assert not pool.store.exists(pool.layout.snapshot(d.id))
     p = fresh(pool)
     assert ts(p) == [0] and ts(p, dx.id) == [0]
 
@@ -201,7 +201,7 @@ def test_cleanup_keeps_staged_objects(lake_uri: str) -> None:
     r = cleanup(pool, timedelta(0))
     assert r.objects == () and r.pending == 0
     assert data_ids(pool) == {obj(k), *(o.id for o in staged.objects)}
-    assert pool.store.exists(staged_key(pool.id, staged.id))  # staged docs are never removed
+    assert pool.store.exists(pool.layout.staged(staged.id))  # staged docs are never removed
     assert [s.id for s in list_staged(pool)] == [staged.id]
     commit_staged(pool, [staged.id])
     assert ts(fresh(pool)) == [0, 5, 6]
@@ -334,7 +334,7 @@ def test_dry_run_deletes_nothing_and_reports_the_same(lake_uri: str) -> None:
     assert dataclasses.replace(dry, dry_run=False) == real
     removed = before - all_keys(pool)
     assert len(removed) == real.files
-    assert {data_key(pool.id, o) for o in real.objects} <= removed
+    assert {pool.layout.data(o) for o in real.objects} <= removed
     assert obj(cs[0]) in real.objects
     assert real.to_json()["files"] == real.files and real.to_json()["dry_run"] is False
     p = fresh(pool)
@@ -489,7 +489,7 @@ def test_purge_deletes_a_commits_data_and_scans_name_it(lake_uri: str) -> None:
 
     res = purge(pool, c1.id)
     assert res.objects == (victim,) and res.bytes == c1.adds()[0].size
-    assert res.record == purged_key(pool.id, c1.id)
+    assert res.record == pool.layout.purge_record(c1.id)
     doc = decode_doc(res.record, pool.store.get(res.record), PURGED_FORMAT, PURGED_VERSION)
     assert [o["id"] for o in doc["objects"]] == [victim] and doc["commit"] == c1.id
     assert data_ids(pool) == {obj(c2)}
@@ -505,7 +505,7 @@ def test_purge_deletes_a_commits_data_and_scans_name_it(lake_uri: str) -> None:
     assert purge(pool, c1.id).objects == (victim,)  # again: idempotent
 
     # An object missing without a purge record is reported as missing, not purged.
-    pool.store.delete(data_key(pool.id, obj(c2)))
+    pool.store.delete(pool.layout.data(obj(c2)))
     with pytest.raises(PurgedObjectError, match=f"{obj(c2)} is missing"):
         fresh(pool).read(where="ts = 3")
 

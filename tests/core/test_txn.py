@@ -18,7 +18,6 @@ from lake_core.errors import TxnCommittedError, UsageError
 from lake_core.landing import LandingFile, LandingZone, WatchState, ingest_once, look
 from lake_core.loading import load
 from lake_core.maintenance import compact
-from lake_core.objects import data_key
 from lake_core.pool import Pool
 from lake_core.stores import open_store
 from lake_core.txn import Txn
@@ -27,7 +26,7 @@ from tests.workers_txn import ingest_zone, load_txn
 
 
 def data_objects(pool: Pool) -> set[str]:
-    prefix = data_key(pool.id, "").removesuffix(".parquet")
+    prefix = pool.layout.data_dir
     return {i.key for i in pool.store.list(prefix)}
 
 
@@ -75,7 +74,7 @@ def test_a_racing_writer_that_commits_first_is_seen_at_the_commit_point(
         load(pool, [rows(3)], txn=Txn("etl", 1), on_object=race)
     assert raced and pool.tip() == raced[0]
     assert read_all(pool)["ts"].to_pylist() == [50, 51]
-    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    live = {pool.layout.data(o) for o in pool.snapshot(pool.tip()).objects}
     assert data_objects(pool) == live  # our objects were discarded
 
 
@@ -145,7 +144,7 @@ def test_processes_racing_one_transaction_make_exactly_one_commit(
     )
     assert got == want
     # The losers' objects were discarded: the store holds the live objects only.
-    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    live = {pool.layout.data(o) for o in pool.snapshot(pool.tip()).objects}
     assert data_objects(pool) == live
     assert_objects_intact(pool)
 
@@ -198,7 +197,7 @@ def test_processes_ingesting_overlapping_files_commit_each_file_once(
     pool = Lake.open(LakeConfig(uri=lake_uri)).pool("landed")
     got = sorted(read_all(pool)["ts"].to_pylist())
     assert got == sorted(t for i in range(WORKERS + 2) for t in (10 * i, 10 * i + 1))
-    live = {data_key(pool.id, o) for o in pool.snapshot(pool.tip()).objects}
+    live = {pool.layout.data(o) for o in pool.snapshot(pool.tip()).objects}
     assert data_objects(pool) == live
     # Afterwards, every file is recorded: a late run commits nothing.
     landing = LandingZone(zone, open_store(zone), ["ndjson"])

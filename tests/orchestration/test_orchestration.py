@@ -20,7 +20,6 @@ import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.loading import load
-from lake_core.objects import data_key
 from lake_core.stats import ColumnMeta
 from lake_orchestration.assets import build_pool_asset
 from lake_orchestration.checks import (
@@ -661,8 +660,8 @@ def test_checks_fail_on_a_corrupted_lake(env: Env, instance: dg.DagsterInstance)
 
     # A missing object and a truncated one.
     root = Path(env.lake_uri)
-    os.remove(root / data_key(pool.id, objects[0].id))
-    with open(root / data_key(pool.id, objects[1].id), "r+b") as f:
+    os.remove(root / pool.layout.data(objects[0].id))
+    with open(root / pool.layout.data(objects[1].id), "r+b") as f:
         f.truncate(10)
     bad = run_checks(env, "events", instance)
     assert not bad[OBJECTS_EXIST].passed
@@ -682,7 +681,7 @@ def test_schema_check_catches_an_object_that_conflicts(
     import pyarrow.parquet as pq
 
     forged_id = "2" + good.id[1:]
-    path = root / data_key(pool.id, forged_id)
+    path = root / pool.layout.data(forged_id)
     pq.write_table(pa.table({"ts": [3], "v": [7]}), path)
     forged = replace(
         good,

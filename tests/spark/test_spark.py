@@ -36,7 +36,6 @@ from lake_core.errors import (
 from lake_core.loading import load
 from lake_core.maintenance import compact, fragmentation
 from lake_core.maintenance.policy import PLAN_SIZE_TAG
-from lake_core.objects import data_key
 from lake_core.pool import Pool
 from lake_core.stores.s3 import S3ObjectStore
 from lake_spark import spark_compact, spark_delete_keys, spark_load
@@ -126,7 +125,7 @@ def _assert_layout(pool: Pool) -> None:
     by_partition: dict[Any, list[Any]] = {}
     for o in snap.objects.values():
         by_partition.setdefault(o.partition, []).append(o)
-        table = pool.store.get(data_key(pool.id, o.id))
+        table = pool.store.get(pool.layout.data(o.id))
         rows = pq.read_table(pa.BufferReader(table))
         # A stable sort of sorted rows leaves them where they are.
         order = key.sort_indices(rows).to_pylist()
@@ -562,7 +561,7 @@ def test_s3_objects_written_by_tasks_are_in_the_bucket(spark: Any, s3_bucket: st
     )
     store = S3ObjectStore.from_uri(uri)
     for obj in commit.adds():
-        assert store.head(data_key(pool.id, obj.id)).size == obj.size
+        assert store.head(pool.layout.data(obj.id)).size == obj.size
 
 
 # -- tombstone cleanup and vacate on Spark ------------------------------------------------------
@@ -646,7 +645,7 @@ def test_spark_cleanup_deletes_exactly_what_the_local_path_does(
     after = {i.key for i in pool.store.list(f"pools/{pool.id}/")}
     removed = before - after
     assert len(removed) == done.files and not after - before
-    assert {data_key(pool.id, o) for o in plan.objects} <= removed
+    assert {pool.layout.data(o) for o in plan.objects} <= removed
     fresh = Lake.open(LakeConfig(uri=lake_uri)).pool("spark")
     assert fresh.read().equals(rows)
     assert_objects_intact(fresh)
@@ -708,7 +707,7 @@ def test_spark_retention_vacates_then_cleans_up(spark: Any, tmp_path: Path) -> N
     vacated, cleaned = spark_retention(spark, pool, clock.now(), timedelta(0))
     assert vacated.tails == {"main": pool.tip()}
     assert cleaned.objects == (first.adds()[0].id,) and cleaned.tombstoned == 1
-    assert not pool.store.exists(data_key(pool.id, first.adds()[0].id))
+    assert not pool.store.exists(pool.layout.data(first.adds()[0].id))
     fresh = Lake.open(LakeConfig(uri=str(tmp_path / "lake"))).pool("r")
     assert fresh.read()["k"].to_pylist() == [3]
     with pytest.raises(HistoryVacatedError):
