@@ -64,10 +64,9 @@ def test_tables_and_dataframes_land_as_one_commit_and_load_as_inputs(
     assert [r["amount"] for r in rows(lake_uri, "big_orders")] == [20, 30]
     assert len(list(lake.pool("big_orders").log())) == 1
     # The input recorded which commit it read.
-    loaded = [
-        e for e in result.all_events if e.event_type_value == "LOADED_INPUT"
-    ]
-    assert loaded
+    (loaded,) = [e for e in result.all_events if e.event_type_value == "LOADED_INPUT"]
+    read = loaded.event_specific_data.metadata  # type: ignore[union-attr]
+    assert read["lake/commit"].value == log[0].id and read["dagster/row_count"].value == 3
     # Materializing again appends one more commit (an unpartitioned asset appends).
     again = dg.materialize([orders], resources=resources(lake_uri))
     assert output_md(again, "shop.orders")["dagster/row_count"] == 6
