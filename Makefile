@@ -18,11 +18,11 @@ ui: setup
 	  LAKE_LANDING=$(CURDIR)/.demo/landing $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: setup
-	$(VENV)/bin/ruff check lake_core lake_orchestration lake_spark tests bench scripts
+	$(VENV)/bin/ruff check lake_core lake_cli lake_orchestration lake_spark tests bench scripts
 	$(VENV)/bin/lint-imports
 
 typecheck: setup
-	$(VENV)/bin/mypy lake_core lake_spark lake_orchestration
+	$(VENV)/bin/mypy lake_core lake_cli lake_spark lake_orchestration
 
 test: setup lint typecheck
 	$(PY) -m pytest -q

@@ -66,7 +66,7 @@ def main() -> None:
     lake_cmd = [
         sys.executable,
         "-m",
-        "lake_core.cli",
+        "lake_cli",
         "--lake",
         lake_uri,
         "query",
@@ -103,7 +103,7 @@ def main() -> None:
             run(head, shell=True)
         )
         results.setdefault("lake ls (startup floor)", []).append(
-            run([sys.executable, "-m", "lake_core.cli", "--lake", lake_uri, "ls"])
+            run([sys.executable, "-m", "lake_cli", "--lake", lake_uri, "ls"])
         )
 
     med = {k: statistics.median(v) for k, v in results.items()}

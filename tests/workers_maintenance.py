@@ -132,7 +132,7 @@ def race_cleaner(
     import time
     from datetime import UTC, datetime, timedelta
 
-    from lake_core.cli import main
+    from lake_cli import main
     from lake_core.clock import to_iso
 
     L = ["--lake", uri]

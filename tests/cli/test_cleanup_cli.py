@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lake_cli import main
 from lake_core import Lake, LakeConfig
-from lake_core.cli import main
 from lake_core.loading import load
 from lake_core.units import human_size
 

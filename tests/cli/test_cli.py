@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lake_core.cli import main
+from lake_cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,10 +119,35 @@ def test_corrupt_metadata_names_the_object(
     assert code == 1 and ckey in err and "Traceback" not in err
 
 
-def test_console_script_and_help() -> None:
-    exe = Path(sys.executable).parent / "lake"
-    out = subprocess.run([str(exe), "load", "--help"], capture_output=True, text=True, check=True)
+def test_the_command_in_its_own_process_and_help() -> None:
+    """``python -m lake_cli`` is the ``lake`` console script's entry point (pyproject)."""
+    lake = [sys.executable, "-m", "lake_cli"]
+    env = {k: v for k, v in os.environ.items() if k != "LAKE_ROOT"}
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run(
+        [*lake, "load", "--help"], capture_output=True, text=True, check=True, env=env
+    )
     assert "examples:" in out.stdout and "-p POOL[@BRANCH]" in out.stdout
-    res = subprocess.run([str(exe), "ls"], capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if k != "LAKE_ROOT"})
+    res = subprocess.run([*lake, "ls"], capture_output=True, text=True, env=env)
     assert res.returncode == 2 and res.stderr.startswith("error: no lake given")
+    assert res.stderr.count("\n") == 1 and res.stdout == ""
+
+
+def test_the_cli_imports_no_spark_until_asked() -> None:
+    """lake_cli registers the --spark paths itself and imports lake_spark (and pyspark) only
+    when a command runs with --spark."""
+    code = (
+        "import sys\n"
+        "from lake_cli import main\n"
+        "for argv in (['--help'], ['load', '--help'], ['compact', '--help']):\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        assert e.code == 0, e.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'lake_spark')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.splitlines()[-1] == "[]"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lake_core.cli import main
+from lake_cli import main
 from lake_core.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,7 +197,7 @@ def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
 
     def lake_cmd(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "lake_core.cli", *args],
+            [sys.executable, "-m", "lake_cli", *args],
             env=env,
             capture_output=True,
             text=True,

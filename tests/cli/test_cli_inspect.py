@@ -4,14 +4,14 @@ sizes in tables (issue 19). Both stores where the store matters."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
+import click
 import pytest
 
-from lake_core.cli import main
-from lake_core.cli.app import build_parser
+from lake_cli import main
+from lake_cli.app import cli
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -203,25 +203,43 @@ def test_usage_errors_point_at_the_subcommand_help(
     assert err == message + "\n"
 
 
-def _commands(
-    parser: argparse.ArgumentParser, path: str = "lake"
-) -> list[tuple[str, argparse.ArgumentParser]]:
-    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        return [(path, parser)]
-    out = []
-    for name, sub in subs[0].choices.items():
-        out += _commands(sub, f"{path} {name}")
+def _commands(group: click.Group, path: str = "lake") -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            out += _commands(command, f"{path} {name}")
+        else:
+            out.append((f"{path} {name}", command))
     return out
 
 
 def test_every_option_has_help_and_every_command_an_example() -> None:
-    commands = _commands(build_parser())
+    commands = _commands(cli)
     assert len(commands) > 25
-    for path, parser in commands:
-        assert (parser.epilog or "").startswith("examples:\n  lake "), path
-        for action in parser._actions:
-            assert action.help, f"{path}: {action.option_strings or action.dest} has no help"
+    for path, command in commands:
+        assert (command.epilog or "").startswith("examples:\n  lake "), path
+        assert command.help, path
+        for param in command.params:
+            assert getattr(param, "help", None), f"{path}: {param.opts or param.name} has no help"
+
+
+def test_help_keeps_examples_and_one_line_per_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--help`` (and ``-h``) prints the command's options and positionals with their help and
+    its examples as written, and exits 0."""
+    for flag in ("--help", "-h"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["query", flag])
+        assert exit_.value.code == 0
+        out, err = capsys.readouterr()
+        assert err == ""
+        assert "-p POOL[@REF]" in out and "--where SQL-EXPR" in out and "-f {table,json,csv,parquet}" in out
+        examples = out[out.index("examples:\n") :]
+        assert examples.splitlines()[1] == "  lake query -p logs"
+        assert '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats' in examples
+    with pytest.raises(SystemExit):
+        main(["load", "--help"])
+    out = capsys.readouterr().out
+    assert "FILE" in out and "files to load" in out
 
 
 def test_log_json_prints_key_bounds_as_objects_does(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lake_core.cli import main
+from lake_cli import main
 from lake_core.config import LakeConfig
 from lake_core.lake import Lake
 

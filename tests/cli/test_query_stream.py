@@ -17,11 +17,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
+from lake_cli.output import write_records
+from lake_cli.textcols import jsonable
 from lake_core import Lake, LakeConfig
-from lake_core.cli import main
 from lake_core.loading import load
-from lake_core.output import write_records
-from lake_core.textcols import jsonable
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,7 +161,7 @@ def test_closed_pipe_is_quiet(big_pool: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for fmt in ("table", "csv", "json"):
         proc = subprocess.run(
-            f"{sys.executable} -m lake_core.cli --lake {big_pool} query -p big -f {fmt} | head -2",
+            f"{sys.executable} -m lake_cli --lake {big_pool} query -p big -f {fmt} | head -2",
             shell=True,
             capture_output=True,
             text=True,
@@ -175,7 +175,7 @@ def test_closed_pipe_is_quiet(big_pool: str) -> None:
 def test_progress_passes_batches_through_and_draws_on_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lake_core.cli import progress
+    from lake_cli import progress
 
     monkeypatch.setattr(progress, "_DELAY_SECONDS", 0.0)
     schema = pa.schema([("n", pa.int64())])

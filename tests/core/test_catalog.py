@@ -11,11 +11,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
 from lake_core import Lake, LakeConfig
 from lake_core.catalog import Catalog, CatalogPoolRegistry, table_def_of
 from lake_core.catalog.btree import check
 from lake_core.catalog.proto import objects_pb2
-from lake_core.cli.app import main
 from lake_core.errors import (
     AlreadyExistsError,
     CatalogConflictError,

@@ -446,7 +446,7 @@ def test_staged_add_survives_a_lost_answer(proxy: FaultProxy, s3_bucket: str) ->
 
 def lake_cli(uri: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "lake_core.cli", "--lake", uri, *args],
+        [sys.executable, "-m", "lake_cli", "--lake", uri, *args],
         capture_output=True,
         text=True,
         timeout=120,

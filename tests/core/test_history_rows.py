@@ -11,9 +11,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
 from lake_core import Lake, LakeConfig
 from lake_core.changes import delete_objects, delete_where, merge, revert
-from lake_core.cli import main
 from lake_core.errors import CommitConflictError, EmptyTransactionError, HistoryVacatedError
 from lake_core.loading import load
 from lake_core.maintenance.compact import compact

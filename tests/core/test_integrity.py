@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
 from lake_core import Lake
-from lake_core.cli import main
 from lake_core.commit import Add, Commit
 from lake_core.errors import CorruptDataObjectError
 from lake_core.integrity import checksum

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
 from lake_core import Lake, LakeConfig
-from lake_core.cli import main
 from lake_core.errors import UsageError
 from lake_core.loading import load
 from lake_core.maintenance import list_partitions, retain

@@ -10,10 +10,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from lake_cli import main
 from lake_core import Lake, LakeConfig
 from lake_core.catalog.btree_keys import TABLE, ObjectRef
 from lake_core.catalog.pools import pool_config_of, table_def_of
-from lake_core.cli import main
 from lake_core.errors import (
     MissingKeyError,
     MissingKeyWarning,

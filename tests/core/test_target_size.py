@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lake_core.cli import main
+from lake_cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from ksuid import Ksuid
 
+from lake_cli import main
 from lake_core import Lake
-from lake_core.cli import main
 from lake_core.errors import HistoryVacatedError, NotFoundError
 from lake_core.loading import load
 from lake_core.maintenance import cleanup, vacate

@@ -312,7 +312,7 @@ def test_cli_commit_is_observed(dev: DagsterDev) -> None:
     extra = dev.base / "by-hand.ndjson"
     extra.write_text(ndjson([{"ts": 500, "v": "by hand"}]))
     out = subprocess.run(
-        [str(BIN / "lake"), "load", "-p", "events", str(extra), "--user", "analyst"]
+        [sys.executable, "-m", "lake_cli", "load", "-p", "events", str(extra), "--user", "analyst"]
         + ["-m", "loaded by hand"],
         env=dev.env,
         capture_output=True,

@@ -497,9 +497,8 @@ def test_cli_compact_with_spark(tmp_path: Path) -> None:
         srcs.append(p)
     for s in srcs:
         load(pool, [s])
-    exe = Path(sys.executable).parent / "lake"
     out = subprocess.run(
-        [str(exe), "compact", "--spark", "-p", "logs"],
+        [sys.executable, "-m", "lake_cli", "compact", "--spark", "-p", "logs"],
         capture_output=True,
         text=True,
         env=env,
@@ -518,15 +517,15 @@ def test_cli_spark_load_errors_and_output_are_the_local_ones(
     """In-process (the test session's Spark): the same message and exit code as ``lake load``."""
     from contextlib import contextmanager
 
-    import lake_spark.cli
-    from lake_core.cli import main
+    from lake_cli import main
+    from lake_cli.commands import spark as cli_spark
 
     @contextmanager
-    def shared(args: Any, what: str) -> Iterator[Any]:
-        assert args.spark_master == "spark://nowhere:7077" or args.spark
+    def shared(master: str | None, what: str) -> Iterator[Any]:
+        assert master in ("spark://nowhere:7077", None) and what in ("load", "compact")
         yield spark
 
-    monkeypatch.setattr(lake_spark.cli, "_spark", shared)
+    monkeypatch.setattr(cli_spark, "spark_session_for", shared)
     uri = str(tmp_path / "lake")
     Lake.init(LakeConfig(uri=uri)).create_pool("logs", "k:asc")
     bad = tmp_path / "bad.ndjson"
@@ -662,15 +661,15 @@ def test_cli_cleanup_with_spark_prints_what_the_local_command_prints(
 ) -> None:
     from contextlib import contextmanager
 
-    import lake_spark.cli
-    from lake_core.cli import main
+    from lake_cli import main
+    from lake_cli.commands import spark as cli_spark
 
     @contextmanager
-    def shared(args: Any, what: str) -> Iterator[Any]:
-        assert args.spark
+    def shared(master: str | None, what: str) -> Iterator[Any]:
+        assert master is None and what == "cleanup"
         yield spark
 
-    monkeypatch.setattr(lake_spark.cli, "_spark", shared)
+    monkeypatch.setattr(cli_spark, "spark_session_for", shared)
     uri = str(tmp_path / "lake")
     lake = Lake.init(LakeConfig(uri=uri))
     outputs = []

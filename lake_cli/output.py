@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lake_cli.textcols import csv_bytes, jsonable, ndjson_bytes, text_column
 from lake_core.errors import UsageError
-from lake_core.textcols import csv_bytes, jsonable, ndjson_bytes, text_column
 
 FORMATS = ("table", "json", "csv", "parquet")
 
@@ -142,7 +142,7 @@ def write_records(
 
     Arrow data streams: each batch is encoded with vectorized kernels and written before the
     next is read, so the first records print before the last are read, and memory stays one
-    batch whatever the size (see :mod:`lake_core.textcols`)."""
+    batch whatever the size (see :mod:`lake_cli.textcols`)."""
     out = out or sys.stdout
     if fmt not in FORMATS:
         raise UsageError(f"unknown output format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -7,12 +7,17 @@ thousands separators; a noun is singular for exactly one.
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from lake_core.clock import to_iso
 from lake_core.commit import Commit
-from lake_core.units import format_size
+from lake_core.inflight import MIN_ORPHAN_AGE
+from lake_core.units import format_size, human_size
 
 if TYPE_CHECKING:
+    from lake_core.maintenance.cleanup import CleanupResult
     from lake_core.maintenance.compact import CompactionResult
 
 
@@ -74,3 +79,45 @@ def log_counts(commit: Commit) -> str:
     if commit.layout_only:
         rows += ", layout only"
     return f"(objects {objects}; {rows})"
+
+
+def compacted_lines(result: CompactionResult) -> list[str]:
+    """What ``lake compact`` prints (local and Spark alike)."""
+    if result.commit is None:
+        return ["nothing to compact"]
+    return [compacted(result), f"{result.commit.id} committed"]
+
+
+def cleanup_lines(result: CleanupResult, pool: str, fmt: str) -> list[str]:
+    """What ``lake cleanup`` prints (local and Spark alike): ``json`` one object with raw
+    byte counts; ``table`` one line of what was reclaimed, then what was kept and how to
+    release it."""
+    if fmt == "json":
+        return [json.dumps(result.to_json())]
+    verb = "would remove" if result.dry_run else "removed"
+    lines = []
+    if result.files:
+        files = "file" if result.files == 1 else "files"
+        lines.append(f"{verb} {result.files:,} {files}, {human_size(result.bytes)}")
+    else:
+        lines.append("nothing to remove")
+    if result.held:
+        what = "file is" if result.held == 1 else "files are"
+        lines.append(
+            f"{result.held:,} deleted {what} still referenced by retained history "
+            f"({human_size(result.held_bytes)}); release them with "
+            f"`lake vacate -p {pool} --before {to_iso(result.release_before or result.now)}`, "
+            "then clean up again"
+        )
+    if result.pending:
+        lines.append(
+            f"kept {result.pending:,} unreachable {'file' if result.pending == 1 else 'files'} "
+            f"({human_size(result.pending_bytes)}) "
+            f"younger than the grace period or than the {_hours(MIN_ORPHAN_AGE)} minimum "
+            "age of unreferenced files"
+        )
+    return lines
+
+
+def _hours(d: timedelta) -> str:
+    return f"{d.total_seconds() / 3600:g}h"

@@ -1,0 +1,163 @@
+"""``lake ls`` (now, or at a catalog version or time) and ``lake catalog log|rollback|export``:
+the catalog's versions, time travel, rollback and export."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from lake_cli.context import LakeContext, parse_time, pass_lake, say
+from lake_cli.options import argument, command, format_option, option
+from lake_cli.output import write_records
+from lake_cli.parsing import Checked, LakeGroup, Number
+from lake_core.catalog import CatalogPoolRegistry
+from lake_core.catalog.actions import describe, summary
+from lake_core.lake import Lake
+from lake_core.registry import PoolConfig
+from lake_core.stores.factory import open_store
+from lake_core.units import human_size
+
+
+def _count(text: str) -> int:
+    """``-n N``: a whole number, 0 or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"must be a whole number, 0 or more, not {text!r}")
+    return n
+
+
+def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolConfig]:
+    """The pools ``lake ls`` lists: now, or at the version ``--at-version``/``--as-of`` name."""
+    when = parse_time(as_of)
+    if at_version is not None:
+        return CatalogPoolRegistry.list_at(lake.catalog.resolve(at_version))
+    if when is not None:
+        return CatalogPoolRegistry.list_at(lake.catalog.snapshot_as_of(when))
+    return lake.pools()
+
+
+@command(
+    "ls",
+    "list pools (now, or at a catalog version or time)",
+    "  lake ls\n  lake ls -f json\n  lake ls --at-version 12\n  lake ls --as-of 2026-01-05T10:00:00Z\n",
+    exclusive=[("--at-version", "--as-of")],
+)
+@format_option("table", "json", "csv")
+@option(
+    "--at-version",
+    metavar="N",
+    help="the pools at catalog version N (or at the version an export of that name recorded)",
+)
+@option("--as-of", metavar="TIME", help="the pools at the catalog version of TIME")
+@pass_lake
+def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> None:
+    rows = [
+        {
+            "name": str(p.name),
+            "id": p.id,
+            "key": ",".join(p.key.fields),
+            "order": p.key.order,
+            "target_size": p.target_size if fmt != "table" else human_size(p.target_size),
+            "created": p.created,
+            "schema_mode": p.schema_mode,
+        }
+        for p in _pools(lk.lake(), at_version, as_of)
+    ]
+    write_records(
+        rows,
+        fmt,
+        columns=["name", "id", "key", "order", "target_size", "created", "schema_mode"],
+    )
+
+
+@click.group(
+    "catalog",
+    cls=LakeGroup,
+    help="the catalog's versions: log, rollback, export",
+    short_help="the catalog's versions: log, rollback, export",
+    epilog="examples:\n"
+    "  lake catalog log\n  lake catalog rollback 7\n  lake catalog export /backups/cat --full\n",
+)
+def catalog() -> None:
+    pass
+
+
+@catalog.command(
+    "log",
+    help="catalog versions, newest first, with time and actions",
+    short_help="catalog versions, newest first, with time and actions",
+    epilog="examples:\n  lake catalog log\n  lake catalog log -n 5 -f json\n",
+)
+@format_option("table", "json", "csv")
+@option(
+    "-n",
+    "limit",
+    type=Checked(_count, "count"),
+    metavar="N",
+    help="only the newest N versions",
+)
+@pass_lake
+def catalog_log(lk: LakeContext, fmt: str, limit: int | None) -> None:
+    lake = lk.lake()
+    rows = []
+    for snap in lake.catalog.log(limit):
+        actions = [row.action for row in snap.root.actions]
+        rows.append(
+            {
+                "version": snap.version,
+                "time": snap.created_at,
+                "rollback_from": snap.rollback_from,
+                "actions": (
+                    [describe(a) for a in actions]
+                    if fmt == "json"
+                    else "; ".join(summary(a) for a in actions)
+                ),
+            }
+        )
+    write_records(rows, fmt, columns=["version", "time", "rollback_from", "actions"])
+
+
+@catalog.command(
+    "rollback",
+    help="commit a new catalog version equal to version N; prints the new version",
+    short_help="commit a new catalog version equal to version N; prints the new version",
+    epilog="examples:\n  lake catalog rollback 7\n",
+)
+@argument(
+    "version",
+    "N",
+    "the catalog version to restore (see lake catalog log)",
+    type=Number(int),
+)
+@pass_lake
+def catalog_rollback(lk: LakeContext, version: int) -> None:
+    say(str(lk.lake().catalog.rollback(version)))
+
+
+@catalog.command(
+    "export",
+    help="copy the current catalog snapshot to DEST: its root only (minimal), or with --full "
+    "everything it reaches",
+    short_help="copy the current catalog snapshot to DEST: its root only (minimal), or with "
+    "--full everything it reaches",
+    epilog="examples:\n"
+    "  lake catalog export /backups/catalog-2026-01-05\n"
+    "  lake catalog export s3://bucket/exports/cat --full\n",
+)
+@argument("dest", "DEST", "directory or s3:// URI to copy the catalog to")
+@option("--full", is_flag=True, help="copy every reachable file")
+@option("--name", metavar="NAME", help="name to record the export under (else DEST)")
+@pass_lake
+def catalog_export(lk: LakeContext, dest: str, full: bool, name: str | None) -> None:
+    lake = lk.lake()
+    result = lake.catalog.export(open_store(dest), full=full, name=name)
+    kind = "full" if result.full else "minimal"
+    sys.stdout.write(
+        f"exported catalog version {result.version} to {result.destination} "
+        f"({kind}, {result.files} files); recorded in catalog version "
+        f"{result.recorded_version}\n"
+    )

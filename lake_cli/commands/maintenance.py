@@ -1,0 +1,242 @@
+"""``lake compact``, ``retain``, ``cleanup``, ``vacate``, ``purge``, ``partitions``,
+``drop-partition``.
+
+Every mutating maintenance command takes the pool's maintenance lock (ZooKeeper with ``--zk``
+or ``LAKE_ZOOKEEPER``, else a local file lock), plans only once it holds it, and checks the
+lock right before its commit point.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from lake_cli import report
+from lake_cli.context import LakeContext, parse_time, pass_lake, say
+from lake_cli.options import (
+    argument,
+    as_of_option,
+    command,
+    format_option,
+    lock_timeout_option,
+    option,
+    pool_option,
+    spark_options,
+)
+from lake_cli.output import write_records
+from lake_core.clock import to_iso
+from lake_core.errors import UsageError
+from lake_core.units import human_size, parse_duration
+
+
+@command(
+    "compact",
+    "LSM-merge the given objects, or what the policy picks",
+    "  lake compact -p logs\n  lake compact -p logs@dev ID1 ID2\n",
+)
+@pool_option("POOL[@BRANCH]", "the pool, optionally @BRANCH (default main)")
+@argument(
+    "ids",
+    "OBJECT-ID",
+    "compact exactly these objects (default: what the policy picks)",
+    nargs=-1,
+    required=False,
+)
+@lock_timeout_option()
+@spark_options()
+@pass_lake
+def compact(
+    lk: LakeContext,
+    pool: str,
+    ids: tuple[str, ...],
+    lock_timeout: float,
+    spark: bool,
+    spark_master: str | None,
+) -> None:
+    if spark or spark_master:
+        from lake_cli.commands import spark as on_spark
+
+        on_spark.compact(lk, pool, list(ids), lock_timeout, spark_master)
+        return
+    from lake_core.maintenance import compact as compact_pool
+
+    def progress(i: int, n: int, run: Any) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rcompacting run {i + 1}/{n} ({len(run.objects)} objects)")
+            sys.stderr.flush()
+
+    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
+        result = compact_pool(target, branch, list(ids) or None, guard=held.check, on_run=progress)
+    if sys.stderr.isatty() and result.commit is not None:
+        sys.stderr.write("\n")
+    for line in report.compacted_lines(result):
+        say(line)
+
+
+@command(
+    "retain",
+    "commit the removal of data older than DURATION (by a timestamp pool key or a "
+    "day/month/year partitioning)",
+    "  lake retain -p logs --older-than 90d\n  lake retain -p logs@dev --older-than 12h\n",
+)
+@pool_option("POOL[@BRANCH]")
+@option(
+    "--older-than",
+    required=True,
+    metavar="DURATION",
+    help="remove rows whose time is before now minus this, e.g. 90d, 12h",
+)
+@lock_timeout_option()
+@pass_lake
+def retain(lk: LakeContext, pool: str, older_than: str, lock_timeout: float) -> None:
+    from lake_core.maintenance import retain as retain_pool
+
+    age = parse_duration(older_than)
+    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
+        result = retain_pool(target, age, branch, guard=held.check)
+    if result.commit is None:
+        say(f"nothing to retain: no {result.column} before {to_iso(result.cut)}")
+        return
+    parts = (
+        f"; partitions dropped: {', '.join(result.partitions_dropped)}"
+        if result.partitions_dropped
+        else ""
+    )
+    say(
+        f"removed {report.count(result.rows_removed, 'row')} with {result.column} before "
+        f"{to_iso(result.cut)}: {report.count(result.dropped, 'object')} dropped, "
+        f"{report.count(result.rewritten, 'object')} rewritten "
+        f"(kept {report.count(result.rows_kept, 'row')}){parts}"
+    )
+    say(f"{result.commit.id} committed")
+
+
+@command(
+    "cleanup",
+    "delete tombstoned and orphaned files past the grace period (all branches, staged work)",
+    "  lake cleanup -p logs --grace 7d --dry-run\n  lake cleanup -p logs --grace 2h\n"
+    "  lake vacate -p logs --before 2026-01-01T00:00:00Z && lake cleanup -p logs --grace 0\n"
+    "  lake cleanup -p logs --grace 1d --spark    # deletes spread over Spark tasks\n",
+)
+@pool_option("POOL", "the pool (every branch and staged work is considered)")
+@option(
+    "--grace",
+    default="7d",
+    metavar="DURATION",
+    help="keep deleted files younger than this, e.g. 0, 2h, 7d (default 7d); files no "
+    "commit references are always kept for at least 24h (loads in flight)",
+)
+@option("--dry-run", is_flag=True, help="report what would go; delete nothing")
+@format_option(
+    "table",
+    "json",
+    help="table: readable lines; json: one object with counts and raw byte sizes",
+)
+@lock_timeout_option()
+@spark_options()
+@pass_lake
+def cleanup(
+    lk: LakeContext,
+    pool: str,
+    grace: str,
+    dry_run: bool,
+    fmt: str,
+    lock_timeout: float,
+    spark: bool,
+    spark_master: str | None,
+) -> None:
+    if spark or spark_master:
+        from lake_cli.commands import spark as on_spark
+
+        on_spark.cleanup(lk, pool, grace, dry_run, fmt, lock_timeout, spark_master)
+        return
+    from lake_core.maintenance.cleanup import cleanup as cleanup_pool
+
+    keep = parse_duration(grace)
+    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
+        result = cleanup_pool(target, keep, dry_run=dry_run, guard=held.check)
+    for line in report.cleanup_lines(result, target.name, fmt):
+        say(line)
+
+
+@command(
+    "vacate",
+    "cut history older than TIME on every branch",
+    "  lake vacate -p logs --before 2026-01-01T00:00:00Z\n",
+)
+@pool_option("POOL", "the pool (every branch is cut)")
+@option(
+    "--before", required=True, metavar="TIME", help="cut history older than this ISO 8601 time"
+)
+@lock_timeout_option()
+@pass_lake
+def vacate(lk: LakeContext, pool: str, before: str, lock_timeout: float) -> None:
+    from lake_core.maintenance import vacate as vacate_pool
+
+    cut = parse_time(before)
+    assert cut is not None
+    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
+        result = vacate_pool(target, cut, guard=held.check)
+    for name, tail in sorted(result.tails.items()):
+        say(f"branch {name}: history before {tail} vacated")
+    if not result.tails:
+        say("nothing to vacate: no commit at or before that time")
+
+
+@command(
+    "purge",
+    "physically delete a commit's data now (danger zone)",
+    "  lake purge -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM --force\n",
+)
+@pool_option("POOL", "the pool")
+@argument("commit_id", "COMMIT-ID", "id of the commit whose data to delete now")
+@option("--force", is_flag=True, help="really delete the data (required)")
+@lock_timeout_option()
+@pass_lake
+def purge(lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout: float) -> None:
+    from lake_core.maintenance.purge import purge as purge_commit
+
+    if not force:
+        raise UsageError(f"purge deletes the data of commit {commit_id} for good: add --force")
+    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
+        result = purge_commit(target, commit_id, guard=held.check)
+    say(json.dumps(result.to_json()) if hasattr(result, "to_json") else str(result))
+
+
+@command(
+    "partitions",
+    "list partitions, one a line, value first",
+    "  lake partitions -p logs\n",
+)
+@pool_option("POOL[@REF]")
+@as_of_option()
+@format_option("table", "json")
+@pass_lake
+def partitions(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
+    from lake_core.maintenance import list_partitions
+
+    source, ref = lk.pool_ref(pool)
+    found = list_partitions(source, ref, parse_time(as_of))
+    if fmt == "json":
+        write_records([p.to_json() for p in found], "json")
+        return
+    for p in found:
+        say(f"{p.value or 'null'}  objects={p.objects} rows={p.rows} size={human_size(p.bytes)}")
+
+
+@command(
+    "drop-partition",
+    "drop a partition in one metadata-only commit",
+    "  lake drop-partition -p logs 2026-01-05\n",
+)
+@pool_option("POOL[@BRANCH]", "the pool, optionally @BRANCH to commit to (default main)")
+@argument("value", "VALUE", "the partition value, as lake partitions prints it")
+@lock_timeout_option()
+@pass_lake
+def drop_partition(lk: LakeContext, pool: str, value: str, lock_timeout: float) -> None:
+    from lake_core.maintenance import drop_partition as drop
+
+    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
+        done = drop(target, value, branch, guard=held.check)
+    say(f"{done.id} committed")

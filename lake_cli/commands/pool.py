@@ -1,0 +1,658 @@
+"""The everyday commands: ``init``, ``create``, ``drop``; ``load``, ``add``, ``status``,
+``commit``; ``query``, ``objects``, ``log``; ``branch``, ``merge``, ``delete``, ``revert``.
+
+Each resolves its settings at the edge, calls lake_core, and prints per the contract (the
+last line of a committing command is ``<id> committed``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import pyarrow as pa
+
+from lake_cli import report
+from lake_cli.context import LakeContext, parse_meta, parse_time, pass_lake, say
+from lake_cli.options import (
+    argument,
+    as_of_option,
+    command,
+    commit_options,
+    format_option,
+    input_format_option,
+    option,
+    pool_option,
+    spark_options,
+    where_option,
+)
+from lake_cli.output import write_records
+from lake_cli.parsing import Choice, Number
+from lake_cli.progress import batch_progress
+from lake_cli.textcols import jsonable
+from lake_core.clock import to_iso
+from lake_core.commit import Add
+from lake_core.errors import NoRowsMatchedError, UsageError
+from lake_core.lake import Lake
+from lake_core.pool import MAIN, Pool
+from lake_core.units import format_size, human_size, parse_size
+
+_TO_BRANCH = "the pool, optionally @BRANCH to commit to (default main)"
+_FILES = "(ndjson, json, csv, parquet, arrow; .gz read too); - is stdin"
+
+
+@command(
+    "init",
+    "create a lake at the URI (fails if one exists)",
+    "  lake --lake /tmp/lake init\n  lake --lake s3://bucket/lake init\n",
+)
+@pass_lake
+def init(lk: LakeContext) -> None:
+    config = lk.config()
+    Lake.init(config)
+    say(f"initialized lake at {config.uri}")
+
+
+@command(
+    "create",
+    "create a pool with branch main",
+    "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n"
+    "  lake create metrics --orderby ts:asc --schema-mode strict\n",
+)
+@argument("pool", "POOL", "name of the new pool: NAME or NAMESPACE.NAME")
+@option(
+    "--orderby",
+    default="ts:desc",
+    metavar="KEY[,KEY…][:asc|:desc]",
+    help="the pool key: fields (distinct column names) and direction (default ts:desc)",
+)
+@option(
+    "--partition-by",
+    metavar="EXPR",
+    help="partition objects by a column or day(ts)/month(ts)/year(ts)",
+)
+@option(
+    "--target-size",
+    default="128MB",
+    metavar="SIZE",
+    help="object size to aim for, e.g. 16KB, 64MB (default 128MB)",
+)
+@option(
+    "--schema-mode",
+    default="merge",
+    type=Choice("merge", "strict"),
+    help="merge (default): new columns union into the schema; strict: a load bringing "
+    "columns the pool lacks, or with no row having the pool key, is refused (the first "
+    "load into an empty pool defines the schema)",
+)
+@option(
+    "--seek-stride",
+    default="4MB",
+    metavar="SIZE",
+    hidden=True,
+    help="bytes between seek points inside an object (tuning)",
+)
+@pass_lake
+def create(
+    lk: LakeContext,
+    pool: str,
+    orderby: str,
+    partition_by: str | None,
+    target_size: str,
+    schema_mode: str,
+    seek_stride: str,
+) -> None:
+    created = lk.lake().create_pool(
+        pool,
+        orderby,
+        target_size=parse_size(target_size),
+        seek_stride=parse_size(seek_stride),
+        partition_by=partition_by,
+        schema_mode=schema_mode,
+    )
+    say(f"pool {created.name} created")
+
+
+@command(
+    "drop",
+    "remove a pool from the registry (data stays until cleanup)",
+    "  lake drop logs --force\n",
+)
+@argument("pool", "POOL", "the pool to drop")
+@option("--force", is_flag=True, help="really drop it (required)")
+@pass_lake
+def drop(lk: LakeContext, pool: str, force: bool) -> None:
+    if not force:
+        raise UsageError(f"dropping pool {pool} needs --force")
+    config = lk.lake().drop_pool(pool)
+    say(f"pool {config.name} dropped")
+
+
+def _progress(quiet: bool) -> Any:
+    if quiet or not sys.stderr.isatty():
+        return None
+    state = {"objects": 0, "rows": 0, "bytes": 0}
+
+    def on_object(obj: Any) -> None:
+        state["objects"] += 1
+        state["rows"] += obj.count
+        state["bytes"] += obj.size
+        sys.stderr.write(
+            f"\rwrote {state['objects']} objects, {state['rows']} rows, "
+            f"{format_size(state['bytes'])}"
+        )
+        sys.stderr.flush()
+
+    return on_object
+
+
+@command(
+    "load",
+    "add files and commit them in one commit",
+    "  lake load -p logs a.ndjson b.csv -m 'nightly'\n"
+    "  cat x.ndjson | lake load -p logs@dev -\n"
+    '  lake load -p logs data.parquet --meta \'{"source": "s3"}\'\n',
+)
+@pool_option("POOL[@BRANCH]", _TO_BRANCH)
+@input_format_option()
+@commit_options()
+@option("-q", "quiet", is_flag=True, help="no progress on stderr")
+@argument("files", "FILE", f"files to load {_FILES}", nargs=-1, type=click.Path())
+@spark_options()
+@pass_lake
+def load(
+    lk: LakeContext,
+    pool: str,
+    input_format: str,
+    message: str,
+    user: str | None,
+    meta: str | None,
+    quiet: bool,
+    files: tuple[str, ...],
+    spark: bool,
+    spark_master: str | None,
+) -> None:
+    if spark or spark_master:
+        from lake_cli.commands import spark as on_spark
+
+        on_spark.load(lk, pool, list(files), input_format, message, user, meta, spark_master)
+        return
+    from lake_core.loading import load as load_files
+
+    target, branch = lk.pool_ref(pool, user)
+    on_object = _progress(quiet)
+    commit = load_files(
+        target,
+        list(files),
+        branch or MAIN,
+        fmt=input_format,
+        message=message,
+        meta=parse_meta(meta),
+        on_object=on_object,
+    )
+    if on_object is not None:
+        sys.stderr.write("\n")
+    say(report.loaded(commit))
+    say(f"{commit.id} committed")
+
+
+@command(
+    "add",
+    "stage files as objects without committing",
+    "  lake add -p logs a.ndjson\n  lake status -p logs\n  lake commit -p logs ID1 ID2\n",
+)
+@pool_option("POOL[@BRANCH]", "the pool, optionally @BRANCH the work is for (default main)")
+@input_format_option()
+@argument("files", "FILE", f"files to stage {_FILES}", nargs=-1, type=click.Path())
+@pass_lake
+def add(lk: LakeContext, pool: str, input_format: str, files: tuple[str, ...]) -> None:
+    from lake_core.loading import stage
+
+    target, branch = lk.pool_ref(pool)
+    staged = stage(target, list(files), branch or MAIN, fmt=input_format)
+    for o in staged.objects:
+        say(f"{o.id} object ({o.count:,} records, {human_size(o.size)})")
+    say(f"{staged.id} staged")
+
+
+@command(
+    "status",
+    "list staged, uncommitted work",
+    "  lake add -p logs a.ndjson\n  lake status -p logs\n  lake status -p logs -f json\n",
+)
+@pool_option("POOL", "the pool whose staged work to list")
+@format_option("table", "json", "csv")
+@pass_lake
+def status(lk: LakeContext, pool: str, fmt: str) -> None:
+    from lake_core.loading import list_staged
+
+    rows = [
+        {
+            "id": s.id,
+            "created": s.created,
+            "objects": len(s.objects),
+            "records": sum(o.count for o in s.objects),
+            "sources": ", ".join(s.sources),
+        }
+        for s in list_staged(lk.pool(pool))
+    ]
+    if not rows and fmt == "table":
+        say("nothing staged")
+        return
+    write_records(rows, fmt, columns=["id", "created", "objects", "records", "sources"])
+
+
+@command(
+    "commit",
+    "commit staged work in one commit",
+    "  lake commit -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM -m 'reviewed batch'\n"
+    "  lake commit -p logs@dev ID1 ID2\n",
+)
+@pool_option("POOL[@BRANCH]", _TO_BRANCH)
+@commit_options()
+@argument("staged", "STAGED-ID", "ids printed by lake add", nargs=-1)
+@pass_lake
+def commit(
+    lk: LakeContext,
+    pool: str,
+    message: str,
+    user: str | None,
+    meta: str | None,
+    staged: tuple[str, ...],
+) -> None:
+    from lake_core.loading import commit_staged
+
+    target, branch = lk.pool_ref(pool, user)
+    done = commit_staged(
+        target, list(staged), branch or MAIN, message=message, meta=parse_meta(meta)
+    )
+    say(f"{done.id} committed")
+
+
+@command(
+    "query",
+    "print the records of a snapshot in pool-key order",
+    "  lake query -p logs\n"
+    '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
+    "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
+    "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n",
+)
+@pool_option("POOL[@REF]")
+@as_of_option()
+@where_option()
+@option("--columns", metavar="A,B", help="only these columns, comma-separated, in this order")
+@option(
+    "--order", type=Choice("asc", "desc"), help="key order of the output (default: the pool's)"
+)
+@option("--stats", is_flag=True, help="print what was read, as JSON on stderr")
+@option(
+    "--limit",
+    type=Number(int),
+    metavar="N",
+    help="print at most N records (stops reading there)",
+)
+@format_option("table", "json", "csv", "parquet")
+@option("-o", "output", metavar="FILE", help="write to FILE (needed for -f parquet)")
+@pass_lake
+def query(
+    lk: LakeContext,
+    pool: str,
+    as_of: str | None,
+    where: str | None,
+    columns: str | None,
+    order: str | None,
+    stats: bool,
+    limit: int | None,
+    fmt: str,
+    output: str | None,
+) -> None:
+    source, ref = lk.pool_ref(pool)
+    names = [c.strip() for c in columns.split(",")] if columns else None
+    if limit is not None and limit < 0:
+        raise UsageError("--limit must be 0 or more")
+    scan = source.scan(ref, as_of=parse_time(as_of), where=where, columns=names, order=order)
+    batches: Iterator[pa.RecordBatch] = scan.batches()
+    if limit is not None:
+        batches = _limited(batches, limit)
+    # Progress only for a person watching: a terminal on stderr, and not when the records
+    # themselves go to that terminal (they would interleave with the bar).
+    show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
+    with batch_progress(batches, len(scan.objects), lambda: scan.stats.objects_read, show) as shown:
+        reader = pa.RecordBatchReader.from_batches(scan.out_schema, shown)
+        if output is not None and fmt != "parquet":
+            with open(output, "w", encoding="utf-8", newline="") as f:
+                write_records(reader, fmt, out=f)
+        else:
+            write_records(reader, fmt, path=output)
+    if stats:
+        sys.stderr.write(json.dumps(scan.stats.to_json()) + "\n")
+
+
+def _limited(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.RecordBatch]:
+    """The first ``limit`` records; stops reading once it has them."""
+    left = limit
+    for batch in batches:
+        if left <= 0:
+            return
+        if batch.num_rows > left:
+            batch = batch.slice(0, left)
+        left -= batch.num_rows
+        yield batch
+
+
+def _bound(obj: Any, pool: Pool, which: str) -> Any:
+    bound = obj.decoded_bound(pool.config.key.fields, which)
+    if bound is None:
+        return None
+    return bound[0] if len(bound) == 1 else bound
+
+
+@command(
+    "objects",
+    "list the live data objects",
+    "  lake objects -p logs\n  lake objects -p logs@dev -f json\n  lake objects -p logs --verify\n",
+)
+@pool_option("POOL[@REF]")
+@as_of_option()
+@format_option("table", "json", "csv")
+@option(
+    "--summary",
+    is_flag=True,
+    help="print fragmentation as one JSON line: objects, overlapping_objects, "
+    "small_objects, pending_runs, write_amplification",
+)
+@option(
+    "--verify",
+    is_flag=True,
+    help="read every listed object whole and check it against its commit (size, rows, "
+    "columns, checksum); exit 1 if any is corrupt",
+)
+@pass_lake
+def objects(
+    lk: LakeContext, pool: str, as_of: str | None, fmt: str, summary: bool, verify: bool
+) -> None:
+    source, ref = lk.pool_ref(pool)
+    if summary:
+        from lake_core.maintenance import fragmentation
+
+        say(json.dumps(fragmentation(source, ref or MAIN).to_json()))
+        return
+    snap = source.snapshot(source.resolve(ref, parse_time(as_of)))
+    metas = sorted(snap.objects.values(), key=lambda o: o.id)
+    rows = [
+        {
+            "id": o.id,
+            "min": _bound(o, source, "min"),
+            "max": _bound(o, source, "max"),
+            "count": o.count,
+            # Bytes for scripts, readable sizes for people.
+            "size": o.size if fmt != "table" else human_size(o.size),
+        }
+        for o in metas
+    ]
+    columns = ["id", "min", "max", "count", "size"]
+    if verify:
+        from lake_core.integrity import raise_for_verdicts, verify_objects
+
+        verdicts = verify_objects(source.store, source.id, metas, source.name)
+        for row, v in zip(rows, verdicts, strict=True):
+            row["verified"] = "ok" if v.problem is None else f"corrupt: {v.problem}"
+        columns.append("verified")
+        write_records(rows, fmt, columns=columns)
+        sys.stdout.flush()
+        raise_for_verdicts(verdicts, source.name)
+        return
+    write_records(rows, fmt, columns=columns)
+
+
+def _readable_actions(commit: Any, pool: Pool) -> list[dict[str, Any]]:
+    """A commit's actions with key bounds and column stats decoded as ``lake objects -f json``
+    prints them (ISO timestamps, a composite key as a list), not in their stored encoding."""
+    out = []
+    for action, stored in zip(commit.actions, commit.actions_json(), strict=True):
+        if isinstance(action, Add):
+            meta = action.object
+            stored = {
+                **stored,
+                "object": {
+                    **stored["object"],
+                    "min": _bound(meta, pool, "min"),
+                    "max": _bound(meta, pool, "max"),
+                    "columns": {
+                        name: {**col.to_json(), "min": col.decoded_min(), "max": col.decoded_max()}
+                        for name, col in meta.columns.items()
+                    },
+                },
+            }
+        out.append(stored)
+    return out
+
+
+@command(
+    "log",
+    "list commits, newest first",
+    "  lake log -p logs\n  lake log -p logs@dev -f json\n",
+)
+@pool_option(
+    "POOL[@BRANCH]", "the pool, optionally @BRANCH or @COMMIT-ID to start from (default main)"
+)
+@format_option("table", "json", "csv")
+@pass_lake
+def log(lk: LakeContext, pool: str, fmt: str) -> None:
+    source, ref = lk.pool_ref(pool)
+    commits = list(source.log(ref))
+    if fmt in ("json", "csv"):
+        rows = [
+            {
+                "id": c.id,
+                "parent": c.parent,
+                "author": c.author,
+                "date": c.date,
+                "message": c.message,
+                "meta": c.meta,
+                "actions": _readable_actions(c, source),
+                "rows": {"added": c.rows_added, "removed": c.rows_removed},
+            }
+            for c in commits
+        ]
+        write_records(
+            rows,
+            fmt,
+            columns=["id", "parent", "author", "date", "message", "meta", "actions", "rows"],
+        )
+        return
+    for c in commits:
+        say(f"commit {c.id}")
+        say(f"Author: {c.author}")
+        say(f"Date:   {to_iso(c.date)}")
+        if c.meta is not None:
+            say(f"Meta:   {json.dumps(jsonable(c.meta))}")
+        say("")
+        for line in (c.message or "(no message)").splitlines():
+            say(f"    {line}")
+        say(f"    {report.log_counts(c)}")
+        say("")
+
+
+@command(
+    "branch",
+    "list, create or delete branches",
+    "  lake branch -p logs\n  lake branch -p logs dev --from main\n  lake branch -p logs -d dev\n",
+)
+@pool_option("POOL", "the pool")
+@argument(
+    "name",
+    "NAME",
+    "create a branch of this name (without NAME: list branches)",
+    required=False,
+)
+@option(
+    "--from",
+    "from_ref",
+    metavar="REF",
+    help="branch or commit id the new branch starts at (default main)",
+)
+@option("-d", "delete", metavar="NAME", help="delete the branch NAME (its commits stay until cleanup)")
+@format_option("table", "json", "csv")
+@pass_lake
+def branch(
+    lk: LakeContext,
+    pool: str,
+    name: str | None,
+    from_ref: str | None,
+    delete: str | None,
+    fmt: str,
+) -> None:
+    source = lk.pool(pool)
+    if delete:
+        source.delete_branch(delete)
+        say(f"branch {delete} deleted")
+        return
+    if name:
+        tip = source.create_branch(name, from_ref)
+        say(f"branch {name} created at {tip or '(empty)'}")
+        return
+    rows = [{"name": b, "commit": c} for b, c in sorted(source.branches().items())]
+    write_records(rows, fmt, columns=["name", "commit"])
+
+
+@command(
+    "merge",
+    "merge branch SOURCE into TARGET in one commit (row-correct after compaction)",
+    "  lake merge -p logs dev --into main\n"
+    "  lake merge -p logs dev --into main --theirs   # dev's version of contested rows\n"
+    "\nThree-way by rows: a row only one branch changed takes that branch's version; a\n"
+    "row both changed the same way (both deleted it) is kept once; a row both changed\n"
+    "differently (of two copies, one branch deleted one and the other both) is a\n"
+    "conflict: the error names the rows' key range and a commit on each side, and\n"
+    "nothing is committed. --theirs takes the source's version of those rows, --ours\n"
+    "the target's. Compaction on either side is never a conflict.\n",
+    exclusive=[("--theirs", "--ours")],
+)
+@pool_option("POOL", "the pool")
+@argument("source", "SOURCE", "the branch whose changes to bring in")
+@option("--into", required=True, metavar="TARGET", help="the branch to commit the merge to")
+@option(
+    "--theirs",
+    "resolve",
+    flag_value="theirs",
+    help="on conflicting rows, the source branch's change wins",
+)
+@option(
+    "--ours",
+    "resolve",
+    flag_value="ours",
+    help="on conflicting rows, the target branch's version wins",
+)
+@commit_options()
+@pass_lake
+def merge(
+    lk: LakeContext,
+    pool: str,
+    source: str,
+    into: str,
+    resolve: str | None,
+    message: str,
+    user: str | None,
+    meta: str | None,
+) -> None:
+    from lake_core.changes import merge as merge_branches
+
+    target = lk.pool(pool, user)
+    done = merge_branches(
+        target, source, into, message=message, meta=parse_meta(meta), resolve=resolve
+    )
+    say(report.changed(f"merged {source} into {into}", done))
+    say(f"{done.id} committed")
+
+
+@command(
+    "delete",
+    "delete objects, or rows matching --where, in one commit",
+    "  lake delete -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n"
+    "  lake delete -p logs@dev --where \"user = 'bob' AND ts < '2026-01-01'\"\n",
+)
+@pool_option("POOL[@BRANCH]", _TO_BRANCH)
+@argument(
+    "ids",
+    "OBJECT-ID",
+    "ids of live data objects to delete (see lake objects)",
+    nargs=-1,
+    required=False,
+)
+@where_option("delete the rows matching this SQL expression")
+@option(
+    "--strict",
+    is_flag=True,
+    help="with --where: fail with `empty transaction` when no row matches "
+    "(default: print `no rows matched`, exit 0)",
+)
+@commit_options()
+@pass_lake
+def delete(
+    lk: LakeContext,
+    pool: str,
+    ids: tuple[str, ...],
+    where: str | None,
+    strict: bool,
+    message: str,
+    user: str | None,
+    meta: str | None,
+) -> None:
+    from lake_core.changes import delete_objects, delete_where
+
+    target, branch = lk.pool_ref(pool, user)
+    if bool(ids) == bool(where):
+        raise UsageError("give either OBJECT-IDs or --where, not both or neither")
+    if where:
+        try:
+            done = delete_where(
+                target, where, branch or MAIN, message=message, meta=parse_meta(meta)
+            )
+        except NoRowsMatchedError:
+            if strict:
+                raise
+            # Scripts re-run deletes: deleting what is already gone succeeds.
+            say("no rows matched")
+            return
+        say(report.deleted_rows(done))
+    else:
+        done = delete_objects(
+            target, list(ids), branch or MAIN, message=message, meta=parse_meta(meta)
+        )
+        say(report.deleted_objects(done))
+    say(f"{done.id} committed")
+
+
+@command(
+    "revert",
+    "undo one commit's rows in a new commit (row-correct after compaction)",
+    "  lake revert -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM\n"
+    "\nRows the commit removed come back and rows it added leave, wherever compaction\n"
+    "moved them since. Reverting a revert re-applies the original; reverting a merge\n"
+    "removes what it brought in; a compaction or an already-reverted commit has nothing\n"
+    "to revert (empty transaction).\n",
+)
+@pool_option("POOL[@BRANCH]", _TO_BRANCH)
+@argument("commit_id", "COMMIT-ID", "id of the commit to undo (see lake log)")
+@commit_options()
+@pass_lake
+def revert(
+    lk: LakeContext,
+    pool: str,
+    commit_id: str,
+    message: str,
+    user: str | None,
+    meta: str | None,
+) -> None:
+    from lake_core.changes import revert as revert_commit
+
+    target, branch = lk.pool_ref(pool, user)
+    done = revert_commit(
+        target, commit_id, branch or MAIN, message=message, meta=parse_meta(meta)
+    )
+    say(report.changed(f"reverted {commit_id}", done))
+    say(f"{done.id} committed")
+

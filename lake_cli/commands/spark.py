@@ -1,0 +1,101 @@
+"""The ``--spark`` paths: ``lake load --spark``, ``lake compact --spark``,
+``lake cleanup --spark`` (``--spark-master URL`` implies ``--spark``).
+
+Only lake_spark's public API is used, imported when a command asks for Spark, so ``lake``
+without ``--spark`` never imports pyspark. The master is resolved here, at the edge:
+``--spark-master``, else ``LAKE_SPARK_MASTER``, else ``local[*]``. Output and errors are the
+local commands' own (:mod:`lake_cli.report`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from lake_cli import report
+from lake_cli.context import LakeContext, parse_meta, say
+from lake_core.errors import UsageError
+from lake_core.pool import MAIN
+from lake_core.units import parse_duration
+
+
+def _needs_pyspark() -> None:
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("--spark needs pyspark: pip install 'lakepool[spark]' (no pyspark)")
+
+
+@contextmanager
+def spark_session_for(master: str | None, what: str) -> Iterator[Any]:
+    """A Spark session for one command (``master`` None: the environment's), stopped after."""
+    from lake_spark import SparkSettings, spark_session
+
+    spark = spark_session(SparkSettings.resolve(master, app_name=f"lake {what}"))
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+def load(
+    lk: LakeContext,
+    pool: str,
+    files: list[str],
+    input_format: str,
+    message: str,
+    user: str | None,
+    meta: str | None,
+    master: str | None,
+) -> None:
+    _needs_pyspark()
+    from lake_spark import spark_load
+
+    target, branch = lk.pool_ref(pool, user)
+    recorded = parse_meta(meta)
+    with spark_session_for(master, "load") as spark:
+        commit = spark_load(
+            spark,
+            target,
+            files,
+            branch or MAIN,
+            fmt=input_format,
+            message=message,
+            meta=recorded,
+        )
+    say(report.loaded(commit))
+    say(f"{commit.id} committed")
+
+
+def compact(
+    lk: LakeContext, pool: str, ids: list[str], lock_timeout: float, master: str | None
+) -> None:
+    _needs_pyspark()
+    from lake_spark import spark_compact
+
+    target, branch = lk.pool_ref(pool)
+    # Spark starts before the lock is taken: the lock is held only while planning and working.
+    with spark_session_for(master, "compact") as spark, lk.lock(target, lock_timeout) as held:
+        result = spark_compact(spark, target, branch or MAIN, ids or None, guard=held.check)
+    for line in report.compacted_lines(result):
+        say(line)
+
+
+def cleanup(
+    lk: LakeContext,
+    pool: str,
+    grace: str,
+    dry_run: bool,
+    fmt: str,
+    lock_timeout: float,
+    master: str | None,
+) -> None:
+    _needs_pyspark()
+    from lake_spark import spark_cleanup
+
+    keep = parse_duration(grace)  # a usage error before Spark starts
+    target = lk.pool(pool)
+    with spark_session_for(master, "cleanup") as spark, lk.lock(target, lock_timeout) as held:
+        result = spark_cleanup(spark, target, keep, dry_run=dry_run, guard=held.check)
+    for line in report.cleanup_lines(result, target.name, fmt):
+        say(line)
