@@ -96,13 +96,17 @@ def delete_where(
     for obj in snap.objects.values():
         if not may_match(expr, object_stats(obj, schema), schema):
             continue
-        table = conform_to(read_verified(pool.store, pool.id, obj, pool.name), schema)
+        stored = read_verified(pool.store, pool.id, obj, pool.name)
+        # The predicate sees the rows as the pool's schema reads them; the survivors are the
+        # stored rows themselves, so a rewrite never changes a value (int64 in a float64
+        # column would round).
+        table = conform_to(stored, schema)
         rows = pa.array(range(table.num_rows), pa.int64())
         hit = table.append_column(_ROW, rows).filter(predicate).column(_ROW)
         if len(hit) == 0:
             continue
         deletes.append(obj.id)
-        keep = table.filter(pc.invert(pc.is_in(rows, value_set=hit.combine_chunks())))
+        keep = stored.filter(pc.invert(pc.is_in(rows, value_set=hit.combine_chunks())))
         if keep.num_rows:
             survivors.append((_drop_all_null_columns(keep, obj), obj.partition))
     if not deletes:

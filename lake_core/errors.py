@@ -422,3 +422,23 @@ class TxnCommittedError(LakeError):
             f"transaction {self.app!r} version {self.version} is already committed "
             f"(the branch records version {self.recorded}); nothing was committed"
         )
+
+
+class LossyRewriteError(LakeError):
+    """Rewriting an object would change a stored value: its ``column`` holds ``stored`` values
+    (int64 beyond 2**53) that the pool's ``pool_type`` (float64) cannot hold exactly. Reads
+    round them (the type rules), but a rewrite (compaction, revert or merge by rows) must keep
+    rows as they are, so it stops; nothing is committed."""
+
+    def __init__(self, column: str, stored: str, pool_type: str) -> None:
+        super().__init__(column, stored, pool_type)
+        self.column = column
+        self.stored = stored
+        self.pool_type = pool_type
+
+    def __str__(self) -> str:
+        return (
+            f"column {self.column!r} holds {self.stored} values that the pool's {self.pool_type} "
+            "cannot hold exactly; rewriting its objects would change them, so nothing was "
+            "committed"
+        )

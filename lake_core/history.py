@@ -98,8 +98,13 @@ def _components(objects: list[ObjectMeta], fields: tuple[str, ...]) -> list[list
 
 
 def read_rows(pool: Pool, objects: Iterable[ObjectMeta], schema: pa.Schema) -> pa.Table:
-    """The rows of ``objects``, conformed to ``schema`` (one table, in the given order)."""
-    tables = [conform_to(read_verified(pool.store, pool.id, o, pool.name), schema) for o in objects]
+    """The rows of ``objects``, conformed to ``schema`` (one table, in the given order).
+    Lossless: these rows are compared and rewritten, so a value the pool's type would round
+    raises LossyRewriteError rather than being written back changed."""
+    tables = [
+        conform_to(read_verified(pool.store, pool.id, o, pool.name), schema, lossless=True)
+        for o in objects
+    ]
     return pa.concat_tables(tables) if tables else schema.empty_table()
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lake_core.errors import SchemaConflictError
+from lake_core.errors import LossyRewriteError, SchemaConflictError
 from lake_core.ingest.types import normalize_type
 
 
@@ -49,7 +49,9 @@ def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa
     return pa.schema(fields)
 
 
-def conform_to(table: pa.Table, schema: pa.Schema, *, exact: bool = True) -> pa.Table:
+def conform_to(
+    table: pa.Table, schema: pa.Schema, *, exact: bool = True, lossless: bool = False
+) -> pa.Table:
     """``table`` made to fit ``schema``: the one way a table is fitted to a pool's schema, on
     the read path and the write path alike.
 
@@ -63,7 +65,10 @@ def conform_to(table: pa.Table, schema: pa.Schema, *, exact: bool = True) -> pa.
     columns, in its order; columns and struct fields the table lacks are null, columns
     ``schema`` lacks are dropped. Not ``exact`` (an input about to be written): the table keeps
     its own columns, their order and the struct fields it has; only types change, since an
-    object never carries a column it has no value for."""
+    object never carries a column it has no value for.
+
+    ``lossless`` (rows about to be rewritten into new objects): a value the cast would round
+    raises LossyRewriteError instead, since a rewrite must never change a stored value."""
     if exact:
         columns: list[pa.ChunkedArray[Any] | pa.Array[Any]] = []
         present = set(table.schema.names)
@@ -74,7 +79,7 @@ def conform_to(table: pa.Table, schema: pa.Schema, *, exact: bool = True) -> pa.
             column = table.column(field.name)
             if column.type != field.type:
                 _conform_type(column.type, field.type, field.name)  # the rules, or a conflict
-                column = column.cast(field.type, safe=False)
+                column = _cast(column, field.type, field.name, lossless)
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=schema)
     fields: list[pa.Field[Any]] = []
@@ -86,11 +91,23 @@ def conform_to(table: pa.Table, schema: pa.Schema, *, exact: bool = True) -> pa.
             if target != field.type:
                 # Unsafe only to let int64 -> float64 round large integers; the other casts
                 # (from null, into equal types) cannot lose anything.
-                column = column.cast(target, safe=False)
+                column = _cast(column, target, field.name, lossless)
                 field = pa.field(field.name, target)
         fields.append(field)
         kept.append(column)
     return pa.Table.from_arrays(kept, schema=pa.schema(fields))
+
+
+def _cast(column: Any, target: pa.DataType, name: str, lossless: bool) -> Any:
+    """``column`` cast to ``target`` by the rules: int64 into float64 rounds beyond 2**53,
+    unless ``lossless``, where such a value raises LossyRewriteError (a safe cast refuses
+    exactly the values float64 cannot hold)."""
+    if not lossless:
+        return column.cast(target, safe=False)
+    try:
+        return column.cast(target, safe=True)
+    except pa.ArrowInvalid:
+        raise LossyRewriteError(name, str(column.type), str(target)) from None
 
 
 def _unify_type(pool: pa.DataType, new: pa.DataType, path: str, source: str) -> pa.DataType:

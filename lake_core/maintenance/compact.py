@@ -70,7 +70,9 @@ def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
     def read(o: ObjectMeta) -> pa.Table:
         # Every byte is fetched anyway: check it is the object the commit recorded.
         table = read_verified(pool.store, pool.id, o, pool.name)
-        return conform_to(table, run_schema)
+        # Lossless: a layout-only commit must not change a row, so an int64 value the pool's
+        # float64 would round stops the compaction instead.
+        return conform_to(table, run_schema, lossless=True)
 
     ordered = sorted(run.objects, key=lambda o: o.id)
     # Parquet decoding releases the GIL: read the sources on a few threads (order kept).
