@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,9 +15,8 @@ from lake_core.clock import parse_iso
 from lake_core.config import LakeConfig
 from lake_core.errors import UsageError
 from lake_core.lake import Lake
-from lake_core.locks import LockHandle
 from lake_core.names import split_ref
-from lake_core.pool import MAIN, Pool
+from lake_core.pool import Pool
 
 
 @dataclass
@@ -48,23 +45,6 @@ class LakeContext:
     def pool(self, text: str, user: str | None = None) -> Pool:
         """``POOL``; an ``@REF`` is ignored, as by the commands that take a bare pool."""
         return self.pool_ref(text, user)[0]
-
-    @contextmanager
-    def maintenance_lock(
-        self, text: str, timeout: float
-    ) -> Iterator[tuple[Pool, str, LockHandle]]:
-        """For a maintenance command on ``POOL[@BRANCH]``: the pool, the branch (default
-        main) and the pool's maintenance lock, held for the block."""
-        pool, ref = self.pool_ref(text)
-        with self.lock(pool, timeout) as held:
-            yield pool, ref or MAIN, held
-
-    @contextmanager
-    def lock(self, pool: Pool, timeout: float) -> Iterator[LockHandle]:
-        """``pool``'s maintenance lock (ZooKeeper with ``--zk`` or ``LAKE_ZOOKEEPER``, else a
-        local file lock), waiting at most ``timeout`` seconds for it."""
-        with self.lake().locks() as locks, locks.maintenance_lock(pool.id, timeout=timeout) as held:
-            yield held
 
 
 #: ``@pass_lake`` hands a command the :class:`LakeContext` the ``lake`` group made.

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from lake_cli.context import LakeContext, parse_time, pass_lake, say
 from lake_cli.options import argument, as_of_option, command, format_option, option, pool_option
@@ -81,11 +80,8 @@ def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 )
 @pass_lake
 def count(lk: LakeContext, pool: str, as_of: str | None, where: str | None, stats: bool) -> None:
-    from lake_core.counting import count_rows
-
     source, ref = lk.pool_ref(pool)
-    snap = source.snapshot(source.resolve(ref, parse_time(as_of)))
-    result = count_rows(source.store, source.id, source.config.key, snap, where)
+    result = source.count(where, ref, as_of=parse_time(as_of))
     say(str(result.rows))
     if stats:
         sys.stderr.write(json.dumps(result.to_json()) + "\n")
@@ -103,20 +99,17 @@ def count(lk: LakeContext, pool: str, as_of: str | None, where: str | None, stat
 @format_option("table", "json", help=_FORMAT)
 @pass_lake
 def diff(lk: LakeContext, pool: str, ref1: str, ref2: str, fmt: str) -> None:
-    from lake_core.diff import diff_snapshots
-
     if split_ref(pool)[1] is not None:
         raise UsageError("lake diff takes the two refs as arguments: lake diff -p POOL REF1 REF2")
     source = lk.pool(pool)
-    a = source.snapshot(source.resolve(ref1))
-    b = source.snapshot(source.resolve(ref2))
-    found = diff_snapshots(a, b)
+    found = source.diff(ref1, ref2)
     if fmt == "json":
         say(json.dumps(found.to_json()))
         return
     bytes_added = sum(o.size for o in found.added)
     bytes_removed = sum(o.size for o in found.removed)
-    say(f"from {ref1} ({a.commit_id or 'empty'}) to {ref2} ({b.commit_id or 'empty'})")
+    a, b = source.resolve(ref1), source.resolve(ref2)
+    say(f"from {ref1} ({a or 'empty'}) to {ref2} ({b or 'empty'})")
     say(
         f"objects: +{len(found.added)} -{len(found.removed)}  "
         f"({human_size(bytes_added)} added, {human_size(bytes_removed)} removed)"
@@ -140,15 +133,10 @@ def diff(lk: LakeContext, pool: str, ref1: str, ref2: str, fmt: str) -> None:
 @format_option("table", "json", help=_FORMAT)
 @pass_lake
 def verify(lk: LakeContext, pool: str, fmt: str) -> None:
-    from lake_core.integrity import raise_for_verdicts, verify_objects
+    from lake_core.integrity import raise_for_verdicts
 
     source, ref = lk.pool_ref(pool)
-    tips = [source.resolve(ref)] if ref is not None else list(source.branches().values())
-    live: dict[str, Any] = {}
-    for tip in tips:
-        live.update(source.snapshot(tip).objects)
-    metas = sorted(live.values(), key=lambda o: o.id)
-    verdicts = verify_objects(source.store, source.id, metas, source.name)
+    verdicts = source.verify(ref, check=False)
     rows = [
         {
             "id": v.object_id,

@@ -27,6 +27,7 @@ from lake_cli.options import (
 from lake_cli.output import write_records
 from lake_core.clock import to_iso
 from lake_core.errors import UsageError
+from lake_core.names import MAIN
 from lake_core.units import human_size, parse_duration
 
 
@@ -59,15 +60,15 @@ def compact(
 
         on_spark.compact(lk, pool, list(ids), lock_timeout, spark_master)
         return
-    from lake_core.maintenance import compact as compact_pool
-
     def progress(i: int, n: int, run: Any) -> None:
         if sys.stderr.isatty():
             sys.stderr.write(f"\rcompacting run {i + 1}/{n} ({len(run.objects)} objects)")
             sys.stderr.flush()
 
-    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
-        result = compact_pool(target, branch, list(ids) or None, guard=held.check, on_run=progress)
+    target, branch = lk.pool_ref(pool)
+    result = target.compact(
+        branch or MAIN, list(ids), lock_timeout=lock_timeout, on_run=progress
+    )
     if sys.stderr.isatty() and result.commit is not None:
         sys.stderr.write("\n")
     for line in report.compacted_lines(result):
@@ -90,11 +91,9 @@ def compact(
 @lock_timeout_option()
 @pass_lake
 def retain(lk: LakeContext, pool: str, older_than: str, lock_timeout: float) -> None:
-    from lake_core.maintenance import retain as retain_pool
-
     age = parse_duration(older_than)
-    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
-        result = retain_pool(target, age, branch, guard=held.check)
+    target, branch = lk.pool_ref(pool)
+    result = target.retain(age, branch or MAIN, lock_timeout=lock_timeout)
     if result.commit is None:
         say(f"nothing to retain: no {result.column} before {to_iso(result.cut)}")
         return
@@ -151,11 +150,9 @@ def cleanup(
 
         on_spark.cleanup(lk, pool, grace, dry_run, fmt, lock_timeout, spark_master)
         return
-    from lake_core.maintenance.cleanup import cleanup as cleanup_pool
-
     keep = parse_duration(grace)
-    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
-        result = cleanup_pool(target, keep, dry_run=dry_run, guard=held.check)
+    target = lk.pool(pool)
+    result = target.cleanup(keep, dry_run=dry_run, lock_timeout=lock_timeout)
     for line in report.cleanup_lines(result, target.name, fmt):
         say(line)
 
@@ -172,12 +169,9 @@ def cleanup(
 @lock_timeout_option()
 @pass_lake
 def vacate(lk: LakeContext, pool: str, before: str, lock_timeout: float) -> None:
-    from lake_core.maintenance import vacate as vacate_pool
-
     cut = parse_time(before)
     assert cut is not None
-    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
-        result = vacate_pool(target, cut, guard=held.check)
+    result = lk.pool(pool).vacate(cut, lock_timeout=lock_timeout)
     for name, tail in sorted(result.tails.items()):
         say(f"branch {name}: history before {tail} vacated")
     if not result.tails:
@@ -195,12 +189,9 @@ def vacate(lk: LakeContext, pool: str, before: str, lock_timeout: float) -> None
 @lock_timeout_option()
 @pass_lake
 def purge(lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout: float) -> None:
-    from lake_core.maintenance.purge import purge as purge_commit
-
     if not force:
         raise UsageError(f"purge deletes the data of commit {commit_id} for good: add --force")
-    with lk.maintenance_lock(pool, lock_timeout) as (target, _, held):
-        result = purge_commit(target, commit_id, guard=held.check)
+    result = lk.pool(pool).purge(commit_id, lock_timeout=lock_timeout)
     say(json.dumps(result.to_json()) if hasattr(result, "to_json") else str(result))
 
 
@@ -214,10 +205,8 @@ def purge(lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout:
 @format_option("table", "json")
 @pass_lake
 def partitions(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
-    from lake_core.maintenance import list_partitions
-
     source, ref = lk.pool_ref(pool)
-    found = list_partitions(source, ref, parse_time(as_of))
+    found = source.partitions(ref, as_of=parse_time(as_of))
     if fmt == "json":
         write_records([p.to_json() for p in found], "json")
         return
@@ -235,8 +224,6 @@ def partitions(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 @lock_timeout_option()
 @pass_lake
 def drop_partition(lk: LakeContext, pool: str, value: str, lock_timeout: float) -> None:
-    from lake_core.maintenance import drop_partition as drop
-
-    with lk.maintenance_lock(pool, lock_timeout) as (target, branch, held):
-        done = drop(target, value, branch, guard=held.check)
+    target, branch = lk.pool_ref(pool)
+    done = target.drop_partition(value, branch or MAIN, lock_timeout=lock_timeout)
     say(f"{done.id} committed")

@@ -36,7 +36,8 @@ from lake_core.clock import to_iso
 from lake_core.commit import Add
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.lake import Lake
-from lake_core.pool import MAIN, Pool
+from lake_core.names import MAIN
+from lake_core.pool import Pool
 from lake_core.units import format_size, human_size, parse_size
 
 _TO_BRANCH = "the pool, optionally @BRANCH to commit to (default main)"
@@ -179,12 +180,9 @@ def load(
 
         on_spark.load(lk, pool, list(files), input_format, message, user, meta, spark_master)
         return
-    from lake_core.loading import load as load_files
-
     target, branch = lk.pool_ref(pool, user)
     on_object = _progress(quiet)
-    commit = load_files(
-        target,
+    commit = target.load(
         list(files),
         branch or MAIN,
         fmt=input_format,
@@ -208,10 +206,8 @@ def load(
 @argument("files", "FILE", f"files to stage {_FILES}", nargs=-1, type=click.Path())
 @pass_lake
 def add(lk: LakeContext, pool: str, input_format: str, files: tuple[str, ...]) -> None:
-    from lake_core.loading import stage
-
     target, branch = lk.pool_ref(pool)
-    staged = stage(target, list(files), branch or MAIN, fmt=input_format)
+    staged = target.add(list(files), branch or MAIN, fmt=input_format)
     for o in staged.objects:
         say(f"{o.id} object ({o.count:,} records, {human_size(o.size)})")
     say(f"{staged.id} staged")
@@ -226,8 +222,6 @@ def add(lk: LakeContext, pool: str, input_format: str, files: tuple[str, ...]) -
 @format_option("table", "json", "csv")
 @pass_lake
 def status(lk: LakeContext, pool: str, fmt: str) -> None:
-    from lake_core.loading import list_staged
-
     rows = [
         {
             "id": s.id,
@@ -236,7 +230,7 @@ def status(lk: LakeContext, pool: str, fmt: str) -> None:
             "records": sum(o.count for o in s.objects),
             "sources": ", ".join(s.sources),
         }
-        for s in list_staged(lk.pool(pool))
+        for s in lk.pool(pool).staged()
     ]
     if not rows and fmt == "table":
         say("nothing staged")
@@ -262,11 +256,9 @@ def commit(
     meta: str | None,
     staged: tuple[str, ...],
 ) -> None:
-    from lake_core.loading import commit_staged
-
     target, branch = lk.pool_ref(pool, user)
-    done = commit_staged(
-        target, list(staged), branch or MAIN, message=message, meta=parse_meta(meta)
+    done = target.commit_staged(
+        list(staged), branch or MAIN, message=message, meta=parse_meta(meta)
     )
     say(f"{done.id} committed")
 
@@ -375,9 +367,7 @@ def objects(
 ) -> None:
     source, ref = lk.pool_ref(pool)
     if summary:
-        from lake_core.maintenance import fragmentation
-
-        say(json.dumps(fragmentation(source, ref or MAIN).to_json()))
+        say(json.dumps(source.fragmentation(ref or MAIN).to_json()))
         return
     snap = source.snapshot(source.resolve(ref, parse_time(as_of)))
     metas = sorted(snap.objects.values(), key=lambda o: o.id)
@@ -558,12 +548,8 @@ def merge(
     user: str | None,
     meta: str | None,
 ) -> None:
-    from lake_core.changes import merge as merge_branches
-
     target = lk.pool(pool, user)
-    done = merge_branches(
-        target, source, into, message=message, meta=parse_meta(meta), resolve=resolve
-    )
+    done = target.merge(source, into, resolve=resolve, message=message, meta=parse_meta(meta))
     say(report.changed(f"merged {source} into {into}", done))
     say(f"{done.id} committed")
 
@@ -601,16 +587,12 @@ def delete(
     user: str | None,
     meta: str | None,
 ) -> None:
-    from lake_core.changes import delete_objects, delete_where
-
     target, branch = lk.pool_ref(pool, user)
     if bool(ids) == bool(where):
         raise UsageError("give either OBJECT-IDs or --where, not both or neither")
     if where:
         try:
-            done = delete_where(
-                target, where, branch or MAIN, message=message, meta=parse_meta(meta)
-            )
+            done = target.delete(where, branch or MAIN, message=message, meta=parse_meta(meta))
         except NoRowsMatchedError:
             if strict:
                 raise
@@ -619,8 +601,8 @@ def delete(
             return
         say(report.deleted_rows(done))
     else:
-        done = delete_objects(
-            target, list(ids), branch or MAIN, message=message, meta=parse_meta(meta)
+        done = target.delete(
+            None, branch or MAIN, ids=list(ids), message=message, meta=parse_meta(meta)
         )
         say(report.deleted_objects(done))
     say(f"{done.id} committed")
@@ -647,12 +629,8 @@ def revert(
     user: str | None,
     meta: str | None,
 ) -> None:
-    from lake_core.changes import revert as revert_commit
-
     target, branch = lk.pool_ref(pool, user)
-    done = revert_commit(
-        target, commit_id, branch or MAIN, message=message, meta=parse_meta(meta)
-    )
+    done = target.revert(commit_id, branch or MAIN, message=message, meta=parse_meta(meta))
     say(report.changed(f"reverted {commit_id}", done))
     say(f"{done.id} committed")
 

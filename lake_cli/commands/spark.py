@@ -17,7 +17,7 @@ from typing import Any
 from lake_cli import report
 from lake_cli.context import LakeContext, parse_meta, say
 from lake_core.errors import UsageError
-from lake_core.pool import MAIN
+from lake_core.names import MAIN
 from lake_core.units import parse_duration
 
 
@@ -75,7 +75,7 @@ def compact(
 
     target, branch = lk.pool_ref(pool)
     # Spark starts before the lock is taken: the lock is held only while planning and working.
-    with spark_session_for(master, "compact") as spark, lk.lock(target, lock_timeout) as held:
+    with spark_session_for(master, "compact") as spark, target.maintenance_lock(lock_timeout) as held:
         result = spark_compact(spark, target, branch or MAIN, ids or None, guard=held.check)
     for line in report.compacted_lines(result):
         say(line)
@@ -95,7 +95,7 @@ def cleanup(
 
     keep = parse_duration(grace)  # a usage error before Spark starts
     target = lk.pool(pool)
-    with spark_session_for(master, "cleanup") as spark, lk.lock(target, lock_timeout) as held:
+    with spark_session_for(master, "cleanup") as spark, target.maintenance_lock(lock_timeout) as held:
         result = spark_cleanup(spark, target, keep, dry_run=dry_run, guard=held.check)
     for line in report.cleanup_lines(result, target.name, fmt):
         say(line)
