@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 
 from lake_cli.parsing import Arg, Choice, Number, Opt
 
@@ -46,9 +47,31 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
+def complete_pools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of ``-p``: the pools of the lake ``--lake`` (or ``LAKE_ROOT``) names.
+    A lake that cannot be opened completes nothing: completion never prints an error."""
+    from lake_core.config import LakeConfig
+    from lake_core.lake import Lake
+
+    try:
+        uri = ctx.find_root().params.get("uri")
+        lake = Lake.open(LakeConfig.resolve(uri=uri))
+        names = sorted(str(p.name) for p in lake.pools())
+    except Exception:  # any failure: no suggestions, never a traceback
+        return []
+    return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+
+
 def pool_option(metavar: str, help: str | None = None) -> Callable[[F], F]:
     """``-p POOL``, ``-p POOL[@BRANCH]`` or ``-p POOL[@REF]`` (required)."""
-    return option("-p", "pool", required=True, metavar=metavar, help=help or POOL_HELP[metavar])
+    return option(
+        "-p",
+        "pool",
+        required=True,
+        metavar=metavar,
+        help=help or POOL_HELP[metavar],
+        shell_complete=complete_pools,
+    )
 
 
 def format_option(*choices: str, help: str = FORMAT_HELP) -> Callable[[F], F]:

@@ -4,6 +4,8 @@ completion request and exits before any command runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lake_cli import main
@@ -22,7 +24,7 @@ def complete(
     assert exit_.value.code == 0
     out, err = capsys.readouterr()
     assert err == ""
-    return out.splitlines()
+    return [line for line in out.splitlines() if line]
 
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
@@ -58,3 +60,21 @@ def test_completion_offers_commands_options_and_choices(
     assert complete(monkeypatch, capsys, "lake load -p logs -i nd") == ["plain,ndjson"]
     # Files to load complete as file names (the shell lists them).
     assert complete(monkeypatch, capsys, "lake load -p logs ") == ["file,"]
+
+
+def test_pool_names_complete_from_the_lake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "lake")
+    assert main(["--lake", uri, "init"]) == 0
+    for name in ("logs", "ns.events", "metrics"):
+        assert main(["--lake", uri, "create", name]) == 0
+    capsys.readouterr()
+    got = complete(monkeypatch, capsys, f"lake --lake {uri} query -p ")
+    assert got == ["plain,logs", "plain,metrics", "plain,ns.events"]
+    assert complete(monkeypatch, capsys, f"lake --lake {uri} load -p n") == ["plain,ns.events"]
+    monkeypatch.setenv("LAKE_ROOT", uri)
+    assert complete(monkeypatch, capsys, "lake log -p m") == ["plain,metrics"]
+    # No lake there: no suggestions, and nothing on stderr (complete() checks it).
+    assert complete(monkeypatch, capsys, f"lake --lake {tmp_path / 'none'} log -p ") == []
+    assert not (tmp_path / "none").exists()
