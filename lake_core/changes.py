@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from lake_core.clock import to_iso
 from lake_core.commit import Commit
+from lake_core.committing import discarding_on_failure
 from lake_core.errors import (
     CommitConflictError,
     EmptyTransactionError,
@@ -113,9 +114,9 @@ def delete_where(
         raise NoRowsMatchedError(f"no rows match {where}")
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     adds: list[ObjectMeta] = []
-    with pool.discarding_on_failure(adds):
+    with discarding_on_failure(pool, adds):
         for t, partition in survivors:
-            adds += write_objects(
+            write_objects(
                 pool.store,
                 pool.id,
                 t,
@@ -124,6 +125,7 @@ def delete_where(
                 presorted=True,
                 clock=pool.clock,
                 partition=partition,
+                on_object=adds.append,  # each object as it lands: a failure removes them all
             )
         return pool.commit(
             branch,
@@ -183,7 +185,7 @@ def _commit_plan(
     prune_columns: bool = False,
 ) -> Commit:
     written: list[ObjectMeta] = []
-    with pool.discarding_on_failure(written):
+    with discarding_on_failure(pool, written):
         adds = _write_plan(pool, plan, written)
         return pool.commit(
             branch,

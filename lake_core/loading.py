@@ -18,6 +18,7 @@ import pyarrow as pa
 from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.commit import Commit, decode_schema, encode_schema
+from lake_core.committing import discarding_on_failure
 from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError
 from lake_core.ids import new_id
 from lake_core.inflight import check_write_window, write_window_guard
@@ -138,7 +139,7 @@ def load(
     started = pool.clock.now()
     objects, schema = write_sources(pool, sources, branch, fmt, on_object)
     names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
-    with pool.discarding_on_failure(objects):
+    with discarding_on_failure(pool, objects):
         return pool.commit(
             branch,
             objects,
@@ -175,7 +176,7 @@ def stage(
         "schema": encode_schema(schema),
         "objects": [o.to_json() for o in objects],
     }
-    with pool.discarding_on_failure(objects):
+    with discarding_on_failure(pool, objects):
         check_write_window(pool.clock, started)
     pool.store.put_if_missing_idempotent(
         pool.layout.staged(staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)

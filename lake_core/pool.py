@@ -1,25 +1,9 @@
-"""A pool's history: branches, commits, snapshots, and the commit protocol.
+"""A pool: its branches, commits and snapshots, reading them, and the handle for every write.
 
-The commit protocol (see docs/architecture.md):
-
-1. Data objects are already written (unique KSUID names, atomic puts): invisible until step 4.
-2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent).
-3. Open the parent's snapshot and check the commit's actions against it: deleting an object
-   that is no longer live is a conflict; adds never conflict; the incoming schema must unify
-   with the pool's. Write the commit object (and, every :data:`SNAPSHOT_INTERVAL` commits, its
-   cached snapshot) under a fresh KSUID.
-4. Append journal entry N+1 moving the branch to the new commit, with put-if-missing.
-   Winning that put is the commit point. Losing it means someone else appended N+1: re-read,
-   re-check (rebase) and retry with jittered backoff, within the retry budget.
-
-   A lost race is proven (entry N+1 read back holds another writer's commit) before the
-   commit object is dropped. Any other failure of the append leaves the outcome open: read
-   entry N+1 back; ours is success, anything short of proof is CommitStateUnknownError.
-
-Nothing is discarded while a commit's outcome is unknown: callers wrap their writes and the
-commit in :meth:`Pool.discarding_on_failure`. Anything written by a failed or abandoned attempt
-is unreferenced: cleanup removes it after a grace period. No step ever overwrites a file other
-than the HEAD hint.
+:class:`Pool` resolves refs (branches, commit ids, times) through the branch journal, opens
+snapshots (cached; one cached snapshot plus a bounded chain of commits each), and is the one
+handle users write through: each write method delegates to the module that owns the work. The
+commit protocol itself lives in :mod:`lake_core.committing`.
 """
 
 from __future__ import annotations
@@ -31,34 +15,29 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lake_core.clock import parse_iso, to_iso
-from lake_core.commit import (
-    SNAPSHOT_INTERVAL,
-    Add,
-    Commit,
-    Delete,
-)
+from lake_core.commit import Commit
+from lake_core.committing import CommitRequest
+from lake_core.committing import commit as run_commit
 from lake_core.config import LakeConfig
 from lake_core.errors import (
     AlreadyExistsError,
     BranchNotFoundError,
-    CommitStateUnknownError,
     CorruptObjectError,
-    EmptyTransactionError,
     HistoryVacatedError,
     NoCommitAtTimeError,
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
-    ObjectStoreError,
     RetriesExhaustedError,
     UsageError,
 )
-from lake_core.ids import is_ksuid, ksuid_time, new_id
+from lake_core.ids import is_ksuid, ksuid_time
 from lake_core.journal import Journal, JournalEntry
 from lake_core.layout import PoolLayout
 from lake_core.names import MAIN, TAIL_PREFIX, VACATED, validate_name
@@ -66,9 +45,9 @@ from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
 from lake_core.scan import Scan
-from lake_core.snapshot import Snapshot, apply_commit, check_actions
+from lake_core.snapshot import Snapshot, apply_commit
 from lake_core.stores.base import ObjectStore
-from lake_core.txn import TXN_FIELD, Txn, as_txns, check_txns, commit_txns, encode_txns
+from lake_core.txn import Txn, as_txns
 from lake_core.vacated import read_vacated
 
 if TYPE_CHECKING:
@@ -256,7 +235,7 @@ class Pool:
                 raise AlreadyExistsError("branch", name)
             return [{"op": "set", "name": name, "value": target}]
 
-        self._journal_update(f"create branch {name}", build)
+        self.update_journal(f"create branch {name}", build)
         return target
 
     def delete_branch(self, name: str) -> None:
@@ -268,9 +247,12 @@ class Pool:
                 raise BranchNotFoundError(name, f"in pool {self.name}")
             return [{"op": "delete", "name": name}]
 
-        self._journal_update(f"delete branch {name}", build)
+        self.update_journal(f"delete branch {name}", build)
 
-    def _journal_update(self, what: str, build: Any) -> JournalEntry:
+    def update_journal(self, what: str, build: Any) -> JournalEntry:
+        """Append a journal entry whose actions ``build(state)`` derives from the head's state,
+        retrying on a lost race (branch create and delete, vacate). ``build`` may raise to
+        refuse."""
         retry = self.lake_config.retry
         for attempt in range(retry.max_attempts):
             head = self.journal.read_head()
@@ -278,10 +260,11 @@ class Pool:
             try:
                 return self.journal.append(head, actions)
             except ObjectExistsError:
-                self._backoff(attempt)
+                self.backoff(attempt)
         raise RetriesExhaustedError(what, retry.max_attempts)
 
-    def _backoff(self, attempt: int) -> None:
+    def backoff(self, attempt: int) -> None:
+        """Sleep a jittered, exponentially growing time after losing race ``attempt``."""
         retry = self.lake_config.retry
         delay = min(retry.max_delay, retry.base_delay * (2 ** min(attempt, 20)))
         self.clock.sleep(self._rng.uniform(0, delay))
@@ -451,13 +434,13 @@ class Pool:
         paths = [self.store.arrow_location(k)[1] for k in keys]
         return ds.dataset(paths, schema=scan.pool_schema, format="parquet", filesystem=fs)
 
-    # -- the commit protocol ------------------------------------------------------------------
+    # -- committing ------------------------------------------------------------------------
 
     def commit(
         self,
         branch: str,
-        adds: list[ObjectMeta],
-        deletes: list[str],
+        adds: Sequence[ObjectMeta],
+        deletes: Sequence[str],
         *,
         author: str | None = None,
         message: str = "",
@@ -469,247 +452,42 @@ class Pool:
         prune_columns: bool = False,
         txn: Txn | Sequence[Txn] | None = None,
     ) -> Commit:
-        """Commit ``adds`` and ``deletes`` to ``branch`` atomically; see the module docstring.
-
+        """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
+        a :class:`~lake_core.committing.CommitRequest` through the commit protocol
+        (:func:`lake_core.committing.commit`, which names what it raises). ``guard`` runs right
+        before every append (the commit point): maintenance passes its lock's ``check``.
         ``txn``: application transactions this commit lands (:mod:`lake_core.txn`), checked
-        against the parent of every attempt: TxnCommittedError when one is in already.
-
-        ``prune_columns``: drop from the pool schema the columns no live object carries after
-        this commit (a revert that removes the only rows of a column removes the column);
-        decided against the parent the commit lands on, so a concurrent load's new column
-        is never dropped.
-
-        Raises EmptyTransactionError (nothing to do), BranchNotFoundError,
-        CommitConflictError (a deleted object is gone; nothing committed),
-        SchemaConflictError, RetriesExhaustedError, CommitStateUnknownError.
-        ``guard`` runs right before every append (the commit point): maintenance passes its
-        lock's ``check`` so a lost lock aborts the commit."""
-        if not adds and not deletes:
-            raise EmptyTransactionError("nothing to commit")
-        author = author or self.lake_config.user
-        retry = self.lake_config.retry
-        txns = as_txns(txn)
-        if txns:
-            extra = {**(extra or {}), TXN_FIELD: encode_txns(txns)}
-        pending: Commit | None = None
-        # Invariant: ``pending`` is only ever discarded while no journal entry can point at it:
-        # every earlier append of it was proven lost (its entry number holds another writer's
-        # entry). From the moment an append starts until it is proven lost, the outcome is
-        # open: whatever escapes then (a store failure, Ctrl-C) is CommitStateUnknownError and
-        # the commit object is kept.
-        in_flight = False
-        try:
-            for attempt in range(retry.max_attempts):
-                head = self.journal.read_head()
-                if branch not in head.state:
-                    raise BranchNotFoundError(branch, f"in pool {self.name}")
-                parent_id: str | None = head.state[branch]
-                if pending is not None and parent_id == pending.id:
-                    # Only possible if an append judged lost landed after all: we won.
-                    return self._committed(pending)
-                if pending is None or pending.parent != parent_id:
-                    if pending is not None:
-                        self._discard_commit(pending)
-                        pending = None
-                    pending = self._write_commit(
-                        parent_id,
-                        adds,
-                        deletes,
-                        author,
-                        message,
-                        meta,
-                        incoming_schema,
-                        source,
-                        attempt,
-                        extra or {},
-                        prune_columns,
-                    )
-                action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
-                if guard is not None:
-                    guard()
-                in_flight = True
-                if self._append(head, action, pending, branch):
-                    return self._committed(pending)
-                in_flight = False  # proven lost: no entry points at ``pending``
-                self._backoff(attempt)
-            raise RetriesExhaustedError(f"commit to {self.name}@{branch}", retry.max_attempts)
-        except CommitStateUnknownError:
-            raise  # keep ``pending``: an entry may point at it
-        except BaseException as e:
-            if pending is not None and in_flight:
-                raise CommitStateUnknownError(
-                    pending.id,
-                    f"interrupted during the commit point ({type(e).__name__})",
-                    pool=self.name,
-                    branch=branch,
-                ) from e
-            if pending is not None:
-                self._discard_commit(pending)
-            raise
-
-    def _append(
-        self, head: JournalEntry, action: dict[str, Any], commit: Commit, branch: str
-    ) -> bool:
-        """The commit point: append entry ``head.n + 1`` moving ``branch`` to ``commit``.
-        True: it landed. False: proven lost (another writer's entry holds that number, so ours
-        never can). Otherwise raises CommitStateUnknownError."""
-        try:
-            self.journal.append(head, [action], at=commit.date)
-            return True
-        except ObjectExistsError:
-            # Taken, and not by our own retried request (append recognises that); the
-            # read-back below confirms whose it is.
-            failure = "the journal entry exists"
-        except Exception as e:  # noqa: BLE001 - any failure mid-append leaves the outcome open
-            failure = str(e) or type(e).__name__
-        return self._won_anyway(head.n + 1, commit.id, branch, failure)
-
-    def _committed(self, commit: Commit) -> Commit:
-        self._commits.put(commit.id, commit)
-        # Keep the new tip's snapshot (the parent's is cached: the commit was checked against
-        # it), so the next commit from this process decodes nothing.
-        parent = Snapshot() if commit.parent is None else self._snapshots.get_or(commit.parent)
-        if parent is not None:
-            self._snapshots.put(commit.id, apply_commit(parent, commit))
-        return commit
-
-    def _won_anyway(self, n: int, commit_id: str, branch: str, failure: str) -> bool:
-        """After a failed append of entry ``n``, read it back. Ours → True (a retried request
-        whose first try landed). Another writer's → False: lost for sure. Missing or
-        unreadable, or the read-back failing → CommitStateUnknownError: a failed read-back is
-        "unknown", never "lost", and a missing entry may still be written by a request that
-        is in flight."""
-        try:
-            entry = self.journal.read_entry(n)
-        except ObjectNotFoundError:
-            why = f"{failure}; entry {n} is not there (yet)"
-        except (ObjectStoreError, CorruptObjectError) as e:
-            why = f"{failure}; reading entry {n} back failed: {e}"
-        else:
-            return any(a.get("value") == commit_id for a in entry.actions)
-        raise CommitStateUnknownError(commit_id, why, pool=self.name, branch=branch)
-
-    def _write_commit(
-        self,
-        parent_id: str | None,
-        adds: list[ObjectMeta],
-        deletes: list[str],
-        author: str,
-        message: str,
-        meta: Any,
-        incoming_schema: pa.Schema | None,
-        source: str,
-        attempt: int,
-        extra: dict[str, Any],
-        prune_columns: bool = False,
-    ) -> Commit:
-        parent_snap = self.snapshot(parent_id)
-        check_actions(parent_snap, [o.id for o in adds], deletes)
-        # Against the parent this attempt lands on: a racing writer of the same transaction
-        # that won the append is seen here on the retry, and this one commits nothing.
-        check_txns(parent_snap.txns, commit_txns(extra))
-        schema = None
-        if incoming_schema is not None and len(incoming_schema) > 0:
-            from lake_core.ingest.schema import unify_schema
-            from lake_core.schema_mode import check_new_columns
-
-            # Re-checked against the tip this commit lands on: racing first loads into a
-            # strict pool must not union their columns.
-            check_new_columns(
-                self.config.schema_mode, self.name, parent_snap.schema, incoming_schema, source
-            )
-            unified = unify_schema(parent_snap.schema, incoming_schema, source)
-            if parent_snap.schema is None or not unified.equals(parent_snap.schema):
-                schema = unified
-        if prune_columns:
-            current = schema if schema is not None else parent_snap.schema
-            if current is not None:
-                gone = set(deletes)
-                carried = {c for o in parent_snap.objects.values() if o.id not in gone
-                           for c in o.columns}
-                carried.update(c for o in adds for c in o.columns)
-                pruned = pa.schema([f for f in current if f.name in carried])
-                if len(pruned) < len(current) and len(pruned) > 0:
-                    schema = pruned
-        chain: tuple[str, ...]
-        if parent_id is None:
-            base, chain = None, ()
-        else:
-            parent = self.read_commit(parent_id)
-            if parent.has_snapshot:
-                base, chain = parent_id, ()
-            else:
-                base, chain = parent.snapshot_base, (*parent.chain, parent_id)
-        has_snapshot = len(chain) >= SNAPSHOT_INTERVAL - 1
-        rows = {
-            "added": sum(o.count for o in adds),
-            "removed": sum(parent_snap.objects[i].count for i in deletes),
-        }
-        commit = Commit(
-            id=new_id(self.clock),
-            parent=parent_id,
-            depth=parent_snap.depth + 1,
-            author=author,
-            date=self.clock.now(),
-            message=message,
-            meta=meta,
-            actions=(*(Delete(i) for i in deletes), *(Add(o) for o in adds)),
-            schema=schema,
-            snapshot_base=None if has_snapshot else base,
-            chain=() if has_snapshot else chain,
-            has_snapshot=has_snapshot,
-            retries=attempt,
-            extra={**extra, "rows": rows},
+        against the parent of every attempt: TxnCommittedError when one is in already."""
+        request = CommitRequest(
+            branch,
+            tuple(adds),
+            tuple(deletes),
+            author or self.lake_config.user,
+            message,
+            meta,
+            incoming_schema,
+            source,
+            MappingProxyType(dict(extra or {})),
+            prune_columns,
+            as_txns(txn),
         )
-        if has_snapshot:
-            snap = apply_commit(parent_snap, commit)
-            # The snapshot lands before the commit object, so a commit that says it has one
-            # always does.
-            self.store.put_if_missing_idempotent(self.layout.snapshot(commit.id), snap.encode())
-            self._snapshots.put(commit.id, snap)
-        self.store.put_if_missing_idempotent(self.layout.commit(commit.id), commit.encode())
-        return commit
+        return run_commit(self, request, guard)
 
-    def _discard_commit(self, commit: Commit) -> None:
-        """Best-effort removal of a commit object that never became reachable."""
-        for key in (self.layout.commit(commit.id), self.layout.snapshot(commit.id)):
-            try:
-                self.store.delete(key)
-            except ObjectStoreError:
-                pass  # an orphan; cleanup will find it
-        self._commits.pop(commit.id, None)
-        self._snapshots.pop(commit.id, None)
+    def remember(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
+        """Cache ``commit`` (and its snapshot): both are immutable once written."""
+        self._commits.put(commit.id, commit)
+        if snapshot is not None:
+            self._snapshots.put(commit.id, snapshot)
 
-    def discard_objects(self, objects: list[ObjectMeta]) -> None:
-        """Best-effort removal of data objects a failed operation wrote. Callers use
-        :meth:`discarding_on_failure`, which knows when removal is safe."""
-        keys = [self.layout.data(o.id) for o in objects]
-        if not keys:
-            return
-        try:
-            self.store.delete_many(keys)
-        except ObjectStoreError:
-            pass  # orphans; cleanup will find them
+    def forget(self, commit_id: str) -> None:
+        """Drop a commit that never became reachable from the caches."""
+        self._commits.pop(commit_id, None)
+        self._snapshots.pop(commit_id, None)
 
-    @contextmanager
-    def discarding_on_failure(self, objects: list[ObjectMeta]) -> Iterator[None]:
-        """Remove ``objects`` (data objects the block wrote for a commit) if the block fails
-        in a way known to have committed nothing. The list is read when the block fails, so
-        objects appended to it inside the block count.
-
-        The rule: nothing is discarded while a commit's outcome is unknown. A
-        CommitStateUnknownError (the append failed or was interrupted and the read-back did
-        not settle it; :meth:`commit` turns Ctrl-C during the append into one) leaves
-        everything in place, since the commit may be the tip; cleanup removes the objects
-        later if it was not. Any other failure (a conflict, a schema error, a store error or
-        Ctrl-C before the commit point) committed nothing, so the objects are removed."""
-        try:
-            yield
-        except CommitStateUnknownError:
-            raise
-        except BaseException:
-            self.discard_objects(objects)
-            raise
+    def cached_snapshot(self, commit_id: str) -> Snapshot | None:
+        """The snapshot of ``commit_id`` if this handle has it in memory, else None."""
+        cached = self._snapshots.get_or(commit_id)
+        return cached if isinstance(cached, Snapshot) else None
 
     # -- the handle: writes, maintenance and inspection -----------------------------------------
     #

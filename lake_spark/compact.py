@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lake_core.committing import discarding_on_failure
 from lake_core.config import LakeConfig
 from lake_core.maintenance import CompactionResult, CompactionRun
 from lake_core.maintenance.compact import commit_compaction, plan_runs, write_run
@@ -82,6 +83,6 @@ def spark_compact(
     adds = [ObjectMeta.from_json(o) for r in results for o in r.objects]
     failed = next((r.error for r in results if r.error is not None), None)
     if failed is not None:
-        with pool.discarding_on_failure(adds):
+        with discarding_on_failure(pool, adds):
             failed.reraise()
     return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)

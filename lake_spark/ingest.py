@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lake_core.commit import Commit
+from lake_core.committing import discarding_on_failure
 from lake_core.errors import EmptyTransactionError
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, normalize_table, unify_schema
@@ -528,7 +529,7 @@ def spark_load(
     objects = [
         ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects
     ]
-    with pool.discarding_on_failure(objects):
+    with discarding_on_failure(pool, objects):
         for r in sorted(results, key=lambda r: r.bucket):
             if r.error is not None:
                 r.error.reraise()

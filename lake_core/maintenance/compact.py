@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lake_core.commit import Commit
+from lake_core.committing import discarding_on_failure
 from lake_core.errors import NotFoundError
 from lake_core.ingest.schema import conform_to
 from lake_core.integrity import read_verified
@@ -137,7 +138,7 @@ def commit_compaction(
         "bytes_in": bytes_in,
         "bytes_out": bytes_out,
     }
-    with pool.discarding_on_failure(adds):
+    with discarding_on_failure(pool, adds):
         commit = pool.commit(
             branch,
             adds,
@@ -169,7 +170,7 @@ def compact(
     schema = snap.schema or pa.schema([])
     adds: list[ObjectMeta] = []
     written: list[ObjectMeta] = []  # everything that landed, even from a run that then failed
-    with pool.discarding_on_failure(written):
+    with discarding_on_failure(pool, written):
         for i, run in enumerate(runs):
             if on_run is not None:
                 on_run(i, len(runs), run)

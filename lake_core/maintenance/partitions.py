@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lake_core.commit import Commit
+from lake_core.committing import discarding_on_failure
 from lake_core.errors import NotFoundError, UsageError
 from lake_core.loading import Source, read_sources
 from lake_core.names import MAIN
+from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.writer import WriteOptions, write_objects
 
@@ -114,14 +116,19 @@ def rewrite_partition(
             )
     old = [o.id for o in snap.objects.values() if o.partition == value]
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
-    adds = (
-        write_objects(
-            pool.store, pool.id, table, pool.config.key, options, clock=pool.clock, partition=value
-        )
-        if table.num_rows
-        else []
-    )
-    with pool.discarding_on_failure(adds):
+    adds: list[ObjectMeta] = []
+    with discarding_on_failure(pool, adds):
+        if table.num_rows:
+            write_objects(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key,
+                options,
+                clock=pool.clock,
+                partition=value,
+                on_object=adds.append,  # each object as it lands: a failure removes them all
+            )
         return pool.commit(
             branch,
             adds,

@@ -39,7 +39,8 @@ import pyarrow.compute as pc
 
 from lake_core.clock import to_iso
 from lake_core.commit import Commit
-from lake_core.errors import CommitStateUnknownError, UsageError
+from lake_core.committing import discarding_on_failure
+from lake_core.errors import UsageError
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.reader import open_object
@@ -201,7 +202,8 @@ def retain(
     deletes = [o.id for o in plan.drop]
     rows_removed = sum(o.count for o in plan.drop)
     rows_kept = rewritten = 0
-    try:
+    # ``adds`` grows as each object lands, so a failure midway removes all that was written.
+    with discarding_on_failure(pool, adds):
         for obj in plan.rewrite:
             table = open_object(pool.store, pool.layout.data(obj.id), obj.size).file.read()
             kept = _kept_rows(table, column.name, cut)
@@ -212,7 +214,7 @@ def retain(
             rows_removed += table.num_rows - kept.num_rows
             rows_kept += kept.num_rows
             if kept.num_rows:
-                adds += write_objects(
+                write_objects(
                     pool.store,
                     pool.id,
                     kept,
@@ -221,6 +223,7 @@ def retain(
                     presorted=True,  # a filter keeps the object's key order
                     clock=pool.clock,
                     partition=obj.partition,
+                    on_object=adds.append,
                 )
         if not deletes:
             return RetainResult(None, cut, column.name, column.by)
@@ -234,11 +237,6 @@ def retain(
             meta={"retain": {"cut": to_iso(cut), "column": column.name, "by": column.by}},
             extra={"kind": "retain"},
         )
-    except CommitStateUnknownError:
-        raise  # the commit may have landed: its objects must stay
-    except BaseException:
-        pool.discard_objects(adds)
-        raise
     dropped_parts = _partitions_dropped(snap, set(deletes), {o.partition for o in adds})
     return RetainResult(
         commit,

@@ -76,7 +76,7 @@ def vacate(pool: Pool, before: datetime, guard: Any = None) -> VacateResult:
 
     if guard is not None:
         guard()
-    pool._journal_update(f"vacate {pool.name}", build)
+    pool.update_journal(f"vacate {pool.name}", build)
     if journal_tail > pool.journal.read_tail():
         pool.store.put(pool.journal.layout.tail, str(journal_tail).encode("ascii"))
     return VacateResult(before, tails, journal_tail)

@@ -109,7 +109,7 @@ def test_after_vacate_and_cleanup_merge_tails_and_old_ids_still_behave(
 
     # Cached snapshots every 2 commits, so cleanup can reclaim commits outside any tail's
     # opening path with a short history.
-    monkeypatch.setattr("lake_core.pool.SNAPSHOT_INTERVAL", 2)
+    monkeypatch.setattr("lake_core.committing.SNAPSHOT_INTERVAL", 2)
     pool = lake.create_pool("vc", "ts:asc")
     old = [load(pool, [pa.table({"ts": [i]})]) for i in range(6)]
     pool.create_branch("dev")

@@ -395,7 +395,7 @@ def test_vacate_then_cleanup_reclaims_cut_history(
     lake_uri: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A cached snapshot every 8 commits instead of 32, so a short history crosses one.
-    monkeypatch.setattr("lake_core.pool.SNAPSHOT_INTERVAL", 8)
+    monkeypatch.setattr("lake_core.committing.SNAPSHOT_INTERVAL", 8)
     clock, lake = make_lake(lake_uri)
     pool = lake.create_pool("v", "ts:asc")
     commits: list[Commit] = []

@@ -20,7 +20,7 @@ from lake_core.pool import Pool
 def _history(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> tuple[Pool, list[str]]:
     """Six commits on main, a dev branch with one more, vacated at the sixth, and cleaned up
     so the cut commits' objects are gone."""
-    monkeypatch.setattr("lake_core.pool.SNAPSHOT_INTERVAL", 2)
+    monkeypatch.setattr("lake_core.committing.SNAPSHOT_INTERVAL", 2)
     pool = lake.create_pool("v", "ts:asc")
     old = [load(pool, [pa.table({"ts": [i]})]) for i in range(6)]
     pool.create_branch("dev")
@@ -110,7 +110,7 @@ def test_revert_of_a_vacated_commit_is_refused(
     lake: Lake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Before cleanup reclaims it, the cut commit is still readable: revert refuses it."""
-    monkeypatch.setattr("lake_core.pool.SNAPSHOT_INTERVAL", 2)
+    monkeypatch.setattr("lake_core.committing.SNAPSHOT_INTERVAL", 2)
     pool = lake.create_pool("r", "ts:asc")
     old = [load(pool, [pa.table({"ts": [i]})]) for i in range(3)]
     vacate(pool, old[-1].date)

@@ -1,0 +1,348 @@
+"""The commit protocol: a commit request, planned against the branch tip, made the tip by one
+journal append; and the one rule for what a failed write leaves behind.
+
+The steps (see docs/architecture.md, "The commit protocol"):
+
+1. Data objects are already written (unique KSUID names, atomic puts): invisible until step 4.
+2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent).
+3. :func:`plan_commit` — pure — checks the request against the parent's snapshot: deleting an
+   object that is no longer live is a conflict; adds never conflict; the incoming schema must
+   unify with the pool's. It returns the commit object, which is written under a fresh KSUID
+   (and, every :data:`~lake_core.commit.SNAPSHOT_INTERVAL` commits, its cached snapshot first).
+4. Append journal entry N+1 moving the branch to the new commit, with put-if-missing. Winning
+   that put is the commit point. Losing it means someone else appended N+1: re-read, re-plan
+   (the rebase) and retry with jittered backoff, within the retry budget.
+
+Unknown outcomes. A lost race is *proven* (entry N+1 read back holds another writer's commit)
+before the commit object is dropped. Any other failure of the append leaves the outcome open:
+entry N+1 is read back; ours is success, anything short of proof is CommitStateUnknownError.
+The three rules, which tests/core/test_faults.py, test_concurrency.py, test_crash.py and
+test_journal_lock.py hold:
+
+- nothing is discarded while an outcome is unknown (:func:`discarding_on_failure` keeps the
+  data objects, :func:`commit` keeps the commit object);
+- a failed read-back is "unknown", never "lost";
+- a re-read that finds the branch at our pending commit means we won.
+
+Anything a failed or abandoned attempt wrote is unreferenced: cleanup removes it after a grace
+period. No step ever overwrites a file other than the HEAD hint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_core.commit import SNAPSHOT_INTERVAL, Add, Commit, Delete
+from lake_core.errors import (
+    BranchNotFoundError,
+    CommitStateUnknownError,
+    CorruptObjectError,
+    EmptyTransactionError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    RetriesExhaustedError,
+)
+from lake_core.ids import new_id
+from lake_core.ingest.schema import unify_schema
+from lake_core.journal import JournalEntry
+from lake_core.objects import ObjectMeta
+from lake_core.schema_mode import check_new_columns
+from lake_core.snapshot import Snapshot, apply_commit, check_actions
+from lake_core.txn import TXN_FIELD, Txn, check_txns, encode_txns
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # Pool.commit delegates here: no import back at run time
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """What a writer asks to commit to ``branch``: objects to add (already written) and ids to
+    delete, with the commit's message and metadata. Immutable: every attempt of the protocol
+    plans the same request against whatever tip it finds.
+
+    ``incoming_schema``: the schema of the added rows, unified into the pool's (checked against
+    the pool's schema mode). ``source`` names the input in schema errors. ``extra``: the
+    commit's structured fields (:data:`~lake_core.commit.EXTRA_FIELDS`). ``prune_columns``:
+    drop from the pool schema the columns no live object carries after this commit (a revert
+    that removes the only rows of a column removes the column) — decided against the parent
+    the commit lands on, so a concurrent load's new column is never dropped. ``txns``: the
+    application transactions it lands (:mod:`lake_core.txn`), recorded in its fields."""
+
+    branch: str
+    adds: tuple[ObjectMeta, ...] = ()
+    deletes: tuple[str, ...] = ()
+    author: str = ""
+    message: str = ""
+    meta: Any = None
+    incoming_schema: pa.Schema | None = None
+    source: str = ""
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    prune_columns: bool = False
+    txns: tuple[Txn, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.adds and not self.deletes
+
+
+def plan_commit(
+    request: CommitRequest,
+    parent: Snapshot,
+    parent_commit: Commit | None,
+    *,
+    commit_id: str,
+    date: datetime,
+    attempt: int,
+    schema_mode: str,
+    pool_name: str,
+) -> Commit:
+    """The commit ``request`` makes on top of ``parent`` (the snapshot of ``parent_commit``,
+    None for an empty branch). Pure: no I/O; the id and date are given.
+
+    Raises CommitConflictError (a deleted object is no longer live, an added one already is),
+    TxnCommittedError (one of its application transactions is recorded already),
+    SchemaConflictError and SchemaModeError: whatever makes the request not apply to this
+    parent. The commit caches its snapshot (``has_snapshot``) every SNAPSHOT_INTERVAL commits;
+    otherwise it names the nearest cached snapshot and the commits since (``chain``), so
+    opening it costs a bounded number of reads."""
+    adds, deletes = request.adds, request.deletes
+    check_actions(parent, [o.id for o in adds], deletes)
+    # Against the parent this attempt lands on: a racing writer of the same transaction that
+    # won the append is seen here on the retry, and this one commits nothing.
+    check_txns(parent.txns, request.txns)
+    schema = None
+    incoming = request.incoming_schema
+    if incoming is not None and len(incoming) > 0:
+        # Re-checked against the tip this commit lands on: racing first loads into a strict
+        # pool must not union their columns.
+        check_new_columns(schema_mode, pool_name, parent.schema, incoming, request.source)
+        unified = unify_schema(parent.schema, incoming, request.source)
+        if parent.schema is None or not unified.equals(parent.schema):
+            schema = unified
+    if request.prune_columns:
+        current = schema if schema is not None else parent.schema
+        if current is not None:
+            gone = set(deletes)
+            carried = {
+                c for o in parent.objects.values() if o.id not in gone for c in o.columns
+            }
+            carried.update(c for o in adds for c in o.columns)
+            pruned = pa.schema([f for f in current if f.name in carried])
+            if len(pruned) < len(current) and len(pruned) > 0:
+                schema = pruned
+    chain: tuple[str, ...]
+    base: str | None
+    if parent_commit is None:
+        base, chain = None, ()
+    elif parent_commit.has_snapshot:
+        base, chain = parent_commit.id, ()
+    else:
+        base, chain = parent_commit.snapshot_base, (*parent_commit.chain, parent_commit.id)
+    has_snapshot = len(chain) >= SNAPSHOT_INTERVAL - 1
+    rows = {
+        "added": sum(o.count for o in adds),
+        "removed": sum(parent.objects[i].count for i in deletes),
+    }
+    return Commit(
+        id=commit_id,
+        parent=parent.commit_id,
+        depth=parent.depth + 1,
+        author=request.author,
+        date=date,
+        message=request.message,
+        meta=request.meta,
+        actions=(*(Delete(i) for i in deletes), *(Add(o) for o in adds)),
+        schema=schema,
+        snapshot_base=None if has_snapshot else base,
+        chain=() if has_snapshot else chain,
+        has_snapshot=has_snapshot,
+        retries=attempt,
+        extra={
+            **request.extra,
+            **({TXN_FIELD: encode_txns(request.txns)} if request.txns else {}),
+            "rows": rows,
+        },
+    )
+
+
+def commit(pool: Pool, request: CommitRequest, guard: Callable[[], None] | None = None) -> Commit:
+    """Make ``request`` the tip of its branch atomically; see the module docstring.
+
+    Raises EmptyTransactionError (nothing to do), BranchNotFoundError, CommitConflictError (a
+    deleted object is gone; nothing committed), SchemaConflictError, RetriesExhaustedError,
+    CommitStateUnknownError. ``guard`` runs right before every append (the commit point):
+    maintenance passes its lock's ``check`` so a lost lock aborts the commit."""
+    if request.empty:
+        raise EmptyTransactionError("nothing to commit")
+    branch = request.branch
+    retry = pool.lake_config.retry
+    pending: Commit | None = None
+    # Invariant: ``pending`` is only ever discarded while no journal entry can point at it:
+    # every earlier append of it was proven lost (its entry number holds another writer's
+    # entry). From the moment an append starts until it is proven lost, the outcome is open:
+    # whatever escapes then (a store failure, Ctrl-C) is CommitStateUnknownError and the
+    # commit object is kept.
+    in_flight = False
+    try:
+        for attempt in range(retry.max_attempts):
+            head = pool.journal.read_head()
+            if branch not in head.state:
+                raise BranchNotFoundError(branch, f"in pool {pool.name}")
+            parent_id: str | None = head.state[branch]
+            if pending is not None and parent_id == pending.id:
+                # Only possible if an append judged lost landed after all: we won.
+                return _committed(pool, pending)
+            if pending is None or pending.parent != parent_id:
+                if pending is not None:
+                    _discard_commit(pool, pending)
+                    pending = None
+                pending = _write_commit(pool, request, parent_id, attempt)
+            action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
+            if guard is not None:
+                guard()
+            in_flight = True
+            if _append(pool, head, action, pending, branch):
+                return _committed(pool, pending)
+            in_flight = False  # proven lost: no entry points at ``pending``
+            pool.backoff(attempt)
+        raise RetriesExhaustedError(f"commit to {pool.name}@{branch}", retry.max_attempts)
+    except CommitStateUnknownError:
+        raise  # keep ``pending``: an entry may point at it
+    except BaseException as e:
+        if pending is not None and in_flight:
+            raise CommitStateUnknownError(
+                pending.id,
+                f"interrupted during the commit point ({type(e).__name__})",
+                pool=pool.name,
+                branch=branch,
+            ) from e
+        if pending is not None:
+            _discard_commit(pool, pending)
+        raise
+
+
+def _write_commit(
+    pool: Pool, request: CommitRequest, parent_id: str | None, attempt: int
+) -> Commit:
+    """Plan ``request`` on ``parent_id`` and write the commit object (and its snapshot)."""
+    parent = pool.snapshot(parent_id)
+    planned = plan_commit(
+        request,
+        parent,
+        pool.read_commit(parent_id) if parent_id is not None else None,
+        commit_id=new_id(pool.clock),
+        date=pool.clock.now(),
+        attempt=attempt,
+        schema_mode=pool.config.schema_mode,
+        pool_name=pool.name,
+    )
+    if planned.has_snapshot:
+        snap = apply_commit(parent, planned)
+        # The snapshot lands before the commit object, so a commit that says it has one
+        # always does.
+        pool.store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
+        pool.remember(planned, snap)
+    pool.store.put_if_missing_idempotent(pool.layout.commit(planned.id), planned.encode())
+    return planned
+
+
+def _append(
+    pool: Pool, head: JournalEntry, action: dict[str, Any], pending: Commit, branch: str
+) -> bool:
+    """The commit point: append entry ``head.n + 1`` moving ``branch`` to ``pending``.
+    True: it landed. False: proven lost (another writer's entry holds that number, so ours
+    never can). Otherwise raises CommitStateUnknownError."""
+    try:
+        pool.journal.append(head, [action], at=pending.date)
+        return True
+    except ObjectExistsError:
+        # Taken, and not by our own retried request (append recognises that); the read-back
+        # below confirms whose it is.
+        failure = "the journal entry exists"
+    except Exception as e:  # noqa: BLE001 - any failure mid-append leaves the outcome open
+        failure = str(e) or type(e).__name__
+    return _won_anyway(pool, head.n + 1, pending.id, branch, failure)
+
+
+def _won_anyway(pool: Pool, n: int, commit_id: str, branch: str, failure: str) -> bool:
+    """After a failed append of entry ``n``, read it back. Ours → True (a retried request whose
+    first try landed). Another writer's → False: lost for sure. Missing or unreadable, or the
+    read-back failing → CommitStateUnknownError: a failed read-back is "unknown", never
+    "lost", and a missing entry may still be written by a request that is in flight."""
+    try:
+        entry = pool.journal.read_entry(n)
+    except ObjectNotFoundError:
+        why = f"{failure}; entry {n} is not there (yet)"
+    except (ObjectStoreError, CorruptObjectError) as e:
+        why = f"{failure}; reading entry {n} back failed: {e}"
+    else:
+        return any(a.get("value") == commit_id for a in entry.actions)
+    raise CommitStateUnknownError(commit_id, why, pool=pool.name, branch=branch)
+
+
+def _committed(pool: Pool, landed: Commit) -> Commit:
+    # Keep the new tip's snapshot (the parent's is cached: the commit was planned on it), so
+    # the next commit from this process decodes nothing.
+    parent = Snapshot() if landed.parent is None else pool.cached_snapshot(landed.parent)
+    pool.remember(landed, apply_commit(parent, landed) if parent is not None else None)
+    return landed
+
+
+def _discard_commit(pool: Pool, lost: Commit) -> None:
+    """Best-effort removal of a commit object that never became reachable."""
+    for key in (pool.layout.commit(lost.id), pool.layout.snapshot(lost.id)):
+        try:
+            pool.store.delete(key)
+        except ObjectStoreError:
+            pass  # an orphan; cleanup will find it
+    pool.forget(lost.id)
+
+
+def discard_objects(pool: Pool, objects: Sequence[ObjectMeta]) -> None:
+    """Best-effort removal of data objects a failed operation wrote. Use
+    :func:`discarding_on_failure`, which knows when removal is safe."""
+    keys = [pool.layout.data(o.id) for o in objects]
+    if not keys:
+        return
+    try:
+        pool.store.delete_many(keys)
+    except ObjectStoreError:
+        pass  # orphans; cleanup will find them
+
+
+@contextmanager
+def discarding_on_failure(pool: Pool, objects: Sequence[ObjectMeta]) -> Iterator[None]:
+    """Remove ``objects`` (data objects the block wrote for a commit) if the block fails in a
+    way known to have committed nothing. The sequence is read when the block fails, so objects
+    appended to a list inside the block count.
+
+    The rule: nothing is discarded while a commit's outcome is unknown. A
+    CommitStateUnknownError (the append failed or was interrupted and the read-back did not
+    settle it; :func:`commit` turns Ctrl-C during the append into one) leaves everything in
+    place, since the commit may be the tip; cleanup removes the objects later if it was not.
+    Any other failure (a conflict, a schema error, a store error or Ctrl-C before the commit
+    point) committed nothing, so the objects are removed."""
+    try:
+        yield
+    except CommitStateUnknownError:
+        raise
+    except BaseException:
+        discard_objects(pool, objects)
+        raise
+
+
+__all__ = [
+    "CommitRequest",
+    "commit",
+    "discard_objects",
+    "discarding_on_failure",
+    "plan_commit",
+]
