@@ -19,7 +19,7 @@ from lake_core.errors import (
     EmptyTransactionError,
     SchemaModeError,
 )
-from lake_core.objects import ObjectMeta, data_key
+from lake_core.objects import ObjectMeta
 from lake_core.snapshot import Snapshot, apply_commit
 from lake_core.stats import ColumnMeta
 
@@ -105,7 +105,7 @@ def test_discarding_on_failure_keeps_objects_while_the_outcome_is_unknown(lake: 
     pool = lake.create_pool("p", "k:asc")
     pool.load(pa.table({"k": [1]}))
     written = list(pool.snapshot(pool.tip()).objects.values())
-    key = data_key(pool.id, written[0].id)
+    key = pool.layout.data(written[0].id)
     with pytest.raises(CommitStateUnknownError), discarding_on_failure(pool, written):
         raise CommitStateUnknownError("c", "lost answer", pool="p", branch="main")
     assert pool.store.exists(key)
