@@ -11,7 +11,9 @@ Settings are resolved once at the edge (:meth:`SparkSettings.resolve`: argument,
   driver's ``AWS_*`` environment): tasks rebuild the same config (``S3Config.from_env``) and
   open the lake's S3 store themselves. They travel as
   ``spark.executorEnv.*`` entries for the keys that are set; their values are never logged, and
-  ``spark.redaction.regex`` hides them from the Spark UI and event logs.
+  ``spark.redaction.regex`` hides them from the Spark UI and event logs. The config's entries
+  override the driver's whole, including ``AWS_SESSION_TOKEN=""`` when the config has keys
+  and no token: an executor never pairs the config's keys with another identity's token.
 - Arrow is on; timestamps are UTC (the lake stores instants); shuffle partitions are kept
   small, since the lake's jobs size their own partitions; Spark's shuffle compression is off,
   since the lake's shuffles carry compressed Arrow (set ``spark.shuffle.compress`` back in
@@ -135,7 +137,9 @@ def session_conf(settings: SparkSettings, env: Mapping[str, str] | None = None) 
     conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log_config}"
     conf.update(executor_env(env))
     if settings.s3 is not None:
-        conf.update(executor_env(settings.s3.to_env()))
+        # Verbatim, empty values included: "" unsets an inherited variable that would mix
+        # another identity's session token (or endpoint) into the config's (S3Config.to_env).
+        conf.update({f"spark.executorEnv.{k}": v for k, v in settings.s3.to_env().items()})
         conf.update(executor_env({"LAKE_S3_ADDRESSING_STYLE": settings.s3.addressing_style}))
     conf.update(settings.conf)
     return conf

@@ -102,12 +102,25 @@ class S3Config:
 
     def to_env(self) -> dict[str, str]:
         """The standard variables for the fields that are set: what a child process (a Spark
-        executor) needs to build the same config with :meth:`from_env`."""
+        executor) needs to build the same config with :meth:`from_env`, laid OVER whatever
+        environment it inherits.
+
+        So the result also overrides the variables that would otherwise mix into it: with keys
+        and no token, ``AWS_SESSION_TOKEN`` is ``""`` (read as unset), so an inherited token
+        of another identity never pairs with these keys; an endpoint or region also sets the
+        variable :meth:`from_env` prefers (``AWS_ENDPOINT_URL_S3``, ``AWS_REGION``) and its
+        fallback, so an inherited one under the other name cannot win."""
         out = {}
         for name, var in _ENV.items():
             value = getattr(self, name)
             if value is not None and not (name == "addressing_style" and value == "auto"):
                 out[var] = str(value)
+        if self.access_key_id is not None:
+            out.setdefault("AWS_SESSION_TOKEN", "")
+        if self.endpoint_url is not None:
+            out["AWS_ENDPOINT_URL_S3"] = self.endpoint_url
+        if self.region is not None:
+            out["AWS_DEFAULT_REGION"] = self.region
         return out
 
     def client(self, max_pool_connections: int = 32) -> S3Client:

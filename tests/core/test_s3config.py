@@ -80,3 +80,51 @@ def test_an_explicit_config_reaches_s3_without_aws_variables(
     assert again.read()["ts"].to_pylist() == [1, 2, 3]
     # Arrow's filesystem uses the same config's credentials and endpoint.
     assert again.dataset().to_table().num_rows == 3
+
+
+def _executor_config(conf: dict[str, str], inherited: dict[str, str]) -> S3Config:
+    """The config a task rebuilds (``S3Config.from_env``) in an executor whose environment is
+    the inherited one (local mode: the driver's) overlaid with ``spark.executorEnv.*``."""
+    prefix = "spark.executorEnv."
+    env = {**inherited, **{k[len(prefix) :]: v for k, v in conf.items() if k.startswith(prefix)}}
+    return S3Config.from_env(env)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        S3Config(access_key_id="AKIDCONFIG", secret_access_key=SECRET),
+        S3Config(access_key_id="AKIDCONFIG", secret_access_key=SECRET, session_token=TOKEN),
+        S3Config(endpoint_url="http://config:1", region="eu-west-1", addressing_style="path"),
+    ],
+    ids=["keys-no-token", "keys-and-token", "endpoint-region"],
+)
+def test_executors_use_exactly_the_config_not_the_drivers_other_credentials(
+    cfg: S3Config,
+) -> None:
+    """A config with its own keys and no token must not pick up the driver's
+    AWS_SESSION_TOKEN (that pairs one identity's keys with another's token), nor an endpoint
+    or region the driver's environment names under another variable."""
+    driver = {
+        "AWS_ACCESS_KEY_ID": "AKIDDRIVER",
+        "AWS_SECRET_ACCESS_KEY": "driver-secret",
+        "AWS_SESSION_TOKEN": "driver-token",
+        "AWS_ENDPOINT_URL_S3": "http://driver:2",
+        "AWS_DEFAULT_REGION": "us-west-2",
+    }
+    conf = session_conf(SparkSettings(master="local[1]", s3=cfg), env=driver)
+    seen = _executor_config(conf, driver)
+    if cfg.access_key_id is not None:
+        assert (seen.access_key_id, seen.secret_access_key, seen.session_token) == (
+            cfg.access_key_id,
+            cfg.secret_access_key,
+            cfg.session_token,
+        )
+        assert conf["spark.executorEnv.AWS_SESSION_TOKEN"] == (cfg.session_token or "")
+    else:  # no keys in the config: the driver's identity, whole, on both sides
+        assert (seen.access_key_id, seen.session_token) == ("AKIDDRIVER", "driver-token")
+    if cfg.endpoint_url is not None:
+        assert (seen.endpoint_url, seen.region) == (cfg.endpoint_url, cfg.region)
+        assert seen.addressing_style == "path"
+    # A cluster executor inherits nothing from the driver: it sees the same config.
+    assert _executor_config(conf, {}) == seen
