@@ -245,7 +245,7 @@ def _write_commit(
         pool_name=pool.name,
     )
     if planned.has_snapshot:
-        snap = apply_commit(parent, planned)
+        snap = apply_commit(parent, planned, pool.config.txn_retention)
         # The snapshot lands before the commit object, so a commit that says it has one
         # always does.
         pool.store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
@@ -292,7 +292,10 @@ def _committed(pool: Pool, landed: Commit) -> Commit:
     # Keep the new tip's snapshot (the parent's is cached: the commit was planned on it), so
     # the next commit from this process decodes nothing.
     parent = Snapshot() if landed.parent is None else pool.cached_snapshot(landed.parent)
-    pool.remember(landed, apply_commit(parent, landed) if parent is not None else None)
+    pool.remember(
+        landed,
+        apply_commit(parent, landed, pool.config.txn_retention) if parent is not None else None,
+    )
     return landed
 
 

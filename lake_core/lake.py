@@ -6,6 +6,7 @@ put-if-missing, so two racing ``init``s cannot both succeed.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from lake_core.catalog import Catalog, CatalogPoolRegistry
@@ -18,6 +19,7 @@ from lake_core.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     PoolNotFoundError,
+    UsageError,
 )
 from lake_core.ids import new_id
 from lake_core.layout import LAKE_MARKER
@@ -29,6 +31,7 @@ from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig, PoolRegistry
 from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
+from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
 
 LAKE_FORMAT = "lakepool.lake"
@@ -88,12 +91,17 @@ class Lake:
         seek_stride: int = DEFAULT_SEEK_STRIDE,
         partition_by: str | None = None,
         schema_mode: str = "merge",
+        txn_retention: timedelta | None = DEFAULT_TXN_RETENTION,
     ) -> Pool:
         """A new pool with branch ``main``. ``schema_mode``: ``merge`` or ``strict`` (see
-        :mod:`lake_core.schema_mode`). Raises AlreadyExistsError, InvalidNameError."""
+        :mod:`lake_core.schema_mode`). ``txn_retention``: how long recorded application
+        transactions are remembered (None: forever; :mod:`lake_core.txn`). Raises
+        AlreadyExistsError, InvalidNameError, UsageError."""
         from lake_core.schema_mode import validate_schema_mode
 
         validate_schema_mode(schema_mode)
+        if txn_retention is not None and txn_retention < timedelta(seconds=1):
+            raise UsageError(f"transaction retention must be at least a second: {txn_retention}")
         pool_name = PoolName.parse(name)
         pool_key = PoolKey.parse(key) if isinstance(key, str) else (key or PoolKey())
         if partition_by is not None:
@@ -107,6 +115,7 @@ class Lake:
             partition_by=partition_by,
             created=self.config.clock.now(),
             schema_mode=schema_mode,
+            txn_retention=txn_retention,
         )
         try:
             self.registry.get(pool_name)

@@ -318,7 +318,7 @@ class Pool:
                 chain = self._read_commits(list(commit.chain))
                 snap = base
                 for c in [*chain, commit]:
-                    snap = apply_commit(snap, c)
+                    snap = apply_commit(snap, c, self.config.txn_retention)
         except (CorruptObjectError, ObjectNotFoundError, NotFoundError):
             # A damaged or missing cached snapshot must not make the pool unreadable
             # (Zed #4328): fall back to replaying the history from the root.
@@ -354,7 +354,7 @@ class Pool:
             path.append(self.read_commit(current.parent))
         snap = base
         for c in reversed(path):
-            snap = apply_commit(snap, c)
+            snap = apply_commit(snap, c, self.config.txn_retention)
         return snap
 
     def last_txn(self, app: str, branch: str = MAIN) -> int | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from lake_core.clock import parse_iso, to_iso
 from lake_core.names import PoolName
 from lake_core.poolkey import PoolKey
+from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
 
 
@@ -31,6 +32,9 @@ class PoolConfig:
     created: datetime | None = None
     #: ``merge`` (new columns union in) or ``strict`` (see :mod:`lake_core.schema_mode`).
     schema_mode: str = "merge"
+    #: How long recorded application transactions are remembered (None: forever; see
+    #: :mod:`lake_core.txn`, "Expiry").
+    txn_retention: timedelta | None = DEFAULT_TXN_RETENTION
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +48,7 @@ class PoolConfig:
             "partition_by": self.partition_by,
             "created": to_iso(self.created) if self.created else None,
             "schema_mode": self.schema_mode,
+            "txn_retention_seconds": retention_seconds(self.txn_retention),
         }
 
     @classmethod
@@ -57,7 +62,24 @@ class PoolConfig:
             partition_by=d.get("partition_by"),
             created=parse_iso(d["created"]) if d.get("created") else None,
             schema_mode=str(d.get("schema_mode", "merge")),
+            txn_retention=(
+                parse_retention_seconds(d["txn_retention_seconds"])
+                if "txn_retention_seconds" in d
+                else DEFAULT_TXN_RETENTION
+            ),
         )
+
+
+def retention_seconds(retention: timedelta | None) -> int | None:
+    """A transaction retention as whole seconds (None: forever)."""
+    return None if retention is None else int(retention.total_seconds())
+
+
+def parse_retention_seconds(value: object) -> timedelta | None:
+    """The inverse of :func:`retention_seconds` (``None``/``"never"``: forever)."""
+    if value is None or value == "never":
+        return None
+    return timedelta(seconds=int(str(value)))
 
 
 class PoolRegistry(abc.ABC):

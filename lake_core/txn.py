@@ -19,19 +19,37 @@ Invariants:
   (the landing zones do: one app id per landing file, see :mod:`lake_core.landing`).
 - The recorded versions live in the snapshot, so asking (:meth:`Pool.last_txn`) costs one
   snapshot open, and survives compaction and vacate (both carry the snapshot forward).
-  A merge does not carry the source branch's versions: they are the branch's own.
+
+Expiry (Delta's ``delta.setTransactionRetentionDuration``). Each recorded app id keeps the
+date of the commit that recorded its version (``Snapshot.txn_dates``). When a commit rebuilds
+the map — one that records transactions, or one that caches its snapshot (every
+:data:`~lake_core.commit.SNAPSHOT_INTERVAL` commits) — ids whose date is older than the
+pool's retention (``PoolConfig.txn_retention``, default :data:`DEFAULT_TXN_RETENTION`; None
+keeps them forever) *before that commit's date* are dropped. The commit's date, not the
+reader's clock, is the reference, so a commit's snapshot is the same however it is built
+(from a cached snapshot or by replay). Other commits share the parent's map as it is (no
+copy). Consequences, as in Delta: an expired transaction can be committed again (its rows
+land twice), so a writer must not replay work older than the retention — landing zones cover
+that window by archiving landed files and by the sensor's cursor. Records written before
+dates existed (undated) take the date of the next commit that rebuilds the map.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any
 
 from lake_core.errors import TxnCommittedError, UsageError
 
 #: The commit field that records a commit's application transactions.
 TXN_FIELD = "txn"
+#: How long a recorded transaction is remembered unless the pool says otherwise (Delta's
+#: default ``delta.setTransactionRetentionDuration`` is unset, i.e. forever; 30 days bounds
+#: the snapshots of a pool that ingests one transaction per landing file).
+DEFAULT_TXN_RETENTION = timedelta(days=30)
 
 
 @dataclass(frozen=True)
@@ -98,12 +116,33 @@ def pending(recorded: Mapping[str, int], txns: Iterable[Txn]) -> list[Txn]:
     return out
 
 
-def apply_txns(recorded: Mapping[str, int], fields: Mapping[str, Any]) -> Mapping[str, int]:
-    """``recorded`` after a commit with ``fields``: each app id at its highest version."""
+def apply_txns(
+    recorded: Mapping[str, int],
+    dates: Mapping[str, datetime],
+    fields: Mapping[str, Any],
+    date: datetime,
+    *,
+    rebuild: bool = False,
+    retention: timedelta | None = None,
+) -> tuple[Mapping[str, int], Mapping[str, datetime]]:
+    """``(recorded, dates)`` after a commit dated ``date`` with ``fields``: each app id at its
+    highest version, dated by the commit that recorded that version.
+
+    Unless the commit records transactions or ``rebuild`` is set (the commit caches its
+    snapshot), the very same mappings come back: nothing is copied. Otherwise undated ids
+    (snapshots from before dates) take ``date``, and with ``retention``, ids dated before
+    ``date - retention`` are dropped."""
     txns = commit_txns(fields)
-    if not txns:
-        return recorded
+    if not txns and not rebuild:
+        return recorded, dates
     out = dict(recorded)
+    when = {app: dates.get(app, date) for app in out}
     for t in txns:
-        out[t.app] = max(t.version, out.get(t.app, -1))
-    return out
+        if t.version > out.get(t.app, -1):
+            out[t.app] = t.version
+            when[t.app] = date
+    if retention is not None:
+        cutoff = date - retention
+        for app in [a for a, d in when.items() if d < cutoff]:
+            del out[app], when[app]
+    return MappingProxyType(out), MappingProxyType(when)

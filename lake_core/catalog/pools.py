@@ -3,8 +3,9 @@
 A pool ``NS.NAME`` is the table ``NAME`` in namespace ``NS`` (a bare name is in ``default``);
 its namespace is created on first use. Its settings are its ``TableDef`` and round-trip
 exactly: id, key fields and order, target size, seek stride, partitioning, creation time
-(microseconds), layout, and the schema mode (property ``schema_mode``; absent in pools made
-before schema modes, which read as ``merge``).
+(microseconds), layout, the schema mode (property ``schema_mode``; absent in pools made
+before schema modes, which read as ``merge``) and the transaction retention (property
+``txn_retention_seconds``, whole seconds or ``never``; absent: the default, 30 days).
 """
 
 from __future__ import annotations
@@ -20,12 +21,19 @@ from lake_core.config import LakeConfig
 from lake_core.errors import CorruptObjectError, NotFoundError, PoolNotFoundError
 from lake_core.names import PoolName
 from lake_core.poolkey import PoolKey
-from lake_core.registry import PoolConfig, PoolRegistry
+from lake_core.registry import (
+    PoolConfig,
+    PoolRegistry,
+    parse_retention_seconds,
+    retention_seconds,
+)
 from lake_core.stores.base import ObjectStore
+from lake_core.txn import DEFAULT_TXN_RETENTION
 
 POOL_FORMAT_VERSION = 1
 DEFAULT_LAYOUT = "sorted"
 SCHEMA_MODE = "schema_mode"
+TXN_RETENTION = "txn_retention_seconds"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
 
@@ -52,6 +60,9 @@ def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
         definition.created_at_micros = _micros(config.created)
     if config.schema_mode != "merge":
         definition.properties[SCHEMA_MODE] = config.schema_mode
+    if config.txn_retention != DEFAULT_TXN_RETENTION:
+        seconds = retention_seconds(config.txn_retention)
+        definition.properties[TXN_RETENTION] = "never" if seconds is None else str(seconds)
     return definition
 
 
@@ -74,6 +85,11 @@ def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConf
         partition_by=definition.partition_by if definition.HasField("partition_by") else None,
         created=created,
         schema_mode=definition.properties.get(SCHEMA_MODE, "merge"),
+        txn_retention=(
+            parse_retention_seconds(definition.properties[TXN_RETENTION])
+            if TXN_RETENTION in definition.properties
+            else DEFAULT_TXN_RETENTION
+        ),
     )
 
 

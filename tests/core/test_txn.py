@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import boto3
@@ -13,14 +14,17 @@ import pyarrow as pa
 import pytest
 
 from lake_core import Lake, LakeConfig
-from lake_core.commit import SNAPSHOT_INTERVAL
+from lake_core.codec import encode_doc
+from lake_core.commit import SNAPSHOT_INTERVAL, Commit
 from lake_core.errors import TxnCommittedError, UsageError
 from lake_core.landing import LandingFile, LandingZone, WatchState, ingest_once, look
 from lake_core.loading import load
 from lake_core.maintenance import compact
 from lake_core.pool import Pool
+from lake_core.registry import PoolConfig
+from lake_core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Snapshot, apply_commit
 from lake_core.stores import open_store
-from lake_core.txn import Txn
+from lake_core.txn import DEFAULT_TXN_RETENTION, Txn
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
 from tests.workers_txn import ingest_zone, load_txn
 
@@ -103,6 +107,91 @@ def test_recorded_versions_survive_cached_snapshots_compaction_and_reopen(lake: 
     load(again, [rows(1, 999)], "dev", txn=Txn("etl", 100))
     assert again.last_txn("etl", "dev") == 100
     assert again.last_txn("etl") == SNAPSHOT_INTERVAL + 1
+
+
+class DayClock:
+    """A settable clock: commit dates are what the test says."""
+
+    def __init__(self) -> None:
+        self.t = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+
+def test_recorded_transactions_expire_after_the_pools_retention(lake: Lake, lake_uri: str) -> None:
+    """Each recorded transaction keeps the date of the commit that recorded it; one older than
+    the pool's retention is dropped when a snapshot is next built, and can then commit again
+    (as in Delta, whose txn records expire the same way)."""
+    clock = DayClock()
+    dated = Lake.open(LakeConfig(uri=lake_uri, user="t", clock=clock))
+    pool = dated.create_pool("t", "ts:asc", txn_retention=timedelta(days=30))
+    assert Lake.open(LakeConfig(uri=lake_uri)).pool("t").config.txn_retention == timedelta(days=30)
+    assert dated.create_pool("u", "ts:asc").config.txn_retention == DEFAULT_TXN_RETENTION
+    forever = dated.create_pool("v", "ts:asc", txn_retention=None)
+    assert Lake.open(LakeConfig(uri=lake_uri)).pool("v").config.txn_retention is None
+    for cfg in (pool.config, forever.config, dated.pool("u").config):
+        assert PoolConfig.from_json(cfg.to_json()) == cfg
+    with pytest.raises(UsageError, match="retention"):
+        dated.create_pool("w", "ts:asc", txn_retention=timedelta(0))
+    for p in (pool, forever):
+        clock.t = datetime(2026, 1, 1, tzinfo=UTC)
+        load(p, [rows(1)], txn=Txn("file-a", 0))
+        clock.t += timedelta(days=20)
+        load(p, [rows(1, 10)], txn=Txn("file-b", 0))
+        clock.t += timedelta(days=11)  # file-a is 31 days old, file-b 11
+        load(p, [rows(1, 20)])  # no transaction: the map is not rebuilt, nothing expires
+        assert p.txns() == {"file-a": 0, "file-b": 0}
+        load(p, [rows(1, 30)], txn=Txn("file-c", 0))
+    assert pool.txns() == {"file-b": 0, "file-c": 0}
+    assert forever.txns() == {"file-a": 0, "file-b": 0, "file-c": 0}
+    with pytest.raises(TxnCommittedError):
+        load(forever, [rows(1)], txn=Txn("file-a", 0))
+    # The expired one commits again: re-ingesting it is possible once it has expired.
+    load(pool, [rows(1)], txn=Txn("file-a", 0))
+    assert read_all(pool)["ts"].to_pylist() == [0, 0, 10, 20, 30]
+    again = Lake.open(LakeConfig(uri=lake_uri)).pool("t")
+    snap = again.snapshot(again.tip())
+    assert dict(snap.txns) == {"file-a": 0, "file-b": 0, "file-c": 0}
+    assert snap.txn_dates["file-b"] == datetime(2026, 1, 21, tzinfo=UTC)
+    assert snap.txn_dates["file-a"] == snap.txn_dates["file-c"] == clock.t
+
+
+def _c(cid: str, day: int, txns: list[dict[str, object]] | None = None, **kw: object) -> Commit:
+    extra = {"txn": txns} if txns else {}
+    date = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=day)
+    return Commit(cid, None, 1, "a", date, "m", extra=extra, **kw)  # type: ignore[arg-type]
+
+
+def test_snapshots_share_the_map_without_transactions_and_old_ones_decode() -> None:
+    month = timedelta(days=30)
+    s1 = apply_commit(Snapshot(), _c("c1", 0, [{"app": "a", "version": 1}]), month)
+    s2 = apply_commit(s1, _c("c2", 40))  # carries no transaction: nothing copied, no expiry
+    assert s2.txns is s1.txns and s2.txn_dates is s1.txn_dates and dict(s2.txns) == {"a": 1}
+    # A commit that caches its snapshot rebuilds it: expired records go.
+    s3 = apply_commit(s2, _c("c3", 40, has_snapshot=True), month)
+    assert dict(s3.txns) == {} and dict(s3.txn_dates) == {}
+    assert dict(apply_commit(s2, _c("c3", 40, has_snapshot=True)).txns) == {"a": 1}  # no retention
+    # Dates round-trip through the cached snapshot file.
+    s4 = apply_commit(s1, _c("c4", 3, [{"app": "b", "version": 0}]), month)
+    assert Snapshot.decode("k", s4.encode()) == s4
+    # Snapshots written before dates (or before transactions) still decode; undated records
+    # take the date of the next commit that rebuilds the map, and expire a retention later.
+    old = {"commit": "c0", "depth": 1, "schema": None, "objects": []}
+    bare = Snapshot.decode("k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, old))
+    assert dict(bare.txns) == {} and dict(bare.txn_dates) == {}
+    undated = Snapshot.decode(
+        "k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, {**old, "txns": {"a": 5}})
+    )
+    assert dict(undated.txns) == {"a": 5} and dict(undated.txn_dates) == {}
+    s5 = apply_commit(undated, _c("c5", 10, [{"app": "b", "version": 0}]), month)
+    assert dict(s5.txns) == {"a": 5, "b": 0}
+    assert s5.txn_dates["a"] == s5.txn_dates["b"] == datetime(2026, 1, 11, tzinfo=UTC)
+    s6 = apply_commit(s5, _c("c6", 41, [{"app": "c", "version": 0}]), month)
+    assert dict(s6.txns) == {"c": 0}
 
 
 WORKERS = 4
