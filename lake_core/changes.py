@@ -12,7 +12,7 @@ compaction moved them to) where not — :mod:`lake_core.history`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.scan import object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
+from lake_core.txn import Txn, pending
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
 
 if TYPE_CHECKING:
@@ -183,6 +184,7 @@ def _commit_plan(
     schema: pa.Schema | None,
     extra: dict[str, Any],
     prune_columns: bool = False,
+    carried_txns: Sequence[Txn] = (),
 ) -> Commit:
     written: list[ObjectMeta] = []
     with discarding_on_failure(pool, written):
@@ -197,6 +199,7 @@ def _commit_plan(
             incoming_schema=schema if adds else None,
             extra=extra,
             prune_columns=prune_columns,
+            carried_txns=carried_txns,
         )
 
 
@@ -368,7 +371,8 @@ def merge(
     CommitConflictError naming the rows' key range and a commit on each side, and nothing is
     committed, unless ``resolve`` says which side wins for those rows: ``theirs`` (the
     source's count of each contested row) or ``ours`` (the target's). Compaction on either
-    side never conflicts: it changes no rows."""
+    side never conflicts: it changes no rows. The merge commit records the application
+    transactions the source recorded since the base (:mod:`lake_core.txn`)."""
     if source == into:
         raise UsageError("cannot merge a branch into itself")
     if resolve not in (None, "ours", "theirs"):
@@ -397,6 +401,9 @@ def merge(
         message=message or f"merged {source} into {into}",
         schema=src.schema,
         extra={"merge_source": src_tip},
+        # The source's changes come with the transactions that made them (git-like): a file
+        # ingested on the branch is not ingested again on the target after the merge.
+        carried_txns=pending(base_snap.txns, [Txn(a, v) for a, v in src.txns.items()]),
     )
 
 

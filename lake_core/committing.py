@@ -56,7 +56,7 @@ from lake_core.journal import JournalEntry
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_new_columns
 from lake_core.snapshot import Snapshot, apply_commit, check_actions
-from lake_core.txn import TXN_FIELD, Txn, check_txns, encode_txns
+from lake_core.txn import TXN_FIELD, Txn, check_txns, encode_txns, pending
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # Pool.commit delegates here: no import back at run time
@@ -74,7 +74,9 @@ class CommitRequest:
     drop from the pool schema the columns no live object carries after this commit (a revert
     that removes the only rows of a column removes the column) — decided against the parent
     the commit lands on, so a concurrent load's new column is never dropped. ``txns``: the
-    application transactions it lands (:mod:`lake_core.txn`), recorded in its fields."""
+    application transactions it lands (:mod:`lake_core.txn`), recorded in its fields.
+    ``carried_txns``: transactions another branch recorded that this commit brings over (a
+    merge): never refused, recorded only where they are above the parent's version."""
 
     branch: str
     adds: tuple[ObjectMeta, ...] = ()
@@ -87,6 +89,7 @@ class CommitRequest:
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     prune_columns: bool = False
     txns: tuple[Txn, ...] = ()
+    carried_txns: tuple[Txn, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -118,6 +121,12 @@ def plan_commit(
     # Against the parent this attempt lands on: a racing writer of the same transaction that
     # won the append is seen here on the retry, and this one commits nothing.
     check_txns(parent.txns, request.txns)
+    own = {t.app for t in request.txns}
+    txns = (
+        *request.txns,
+        # Max per app id against this parent: a version the target reached meanwhile wins.
+        *(t for t in pending(parent.txns, request.carried_txns) if t.app not in own),
+    )
     schema = None
     incoming = request.incoming_schema
     if incoming is not None and len(incoming) > 0:
@@ -167,7 +176,7 @@ def plan_commit(
         retries=attempt,
         extra={
             **request.extra,
-            **({TXN_FIELD: encode_txns(request.txns)} if request.txns else {}),
+            **({TXN_FIELD: encode_txns(txns)} if txns else {}),
             "rows": rows,
         },
     )

@@ -451,13 +451,16 @@ class Pool:
         guard: Callable[[], None] | None = None,
         prune_columns: bool = False,
         txn: Txn | Sequence[Txn] | None = None,
+        carried_txns: Sequence[Txn] = (),
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
         (:func:`lake_core.committing.commit`, which names what it raises). ``guard`` runs right
         before every append (the commit point): maintenance passes its lock's ``check``.
         ``txn``: application transactions this commit lands (:mod:`lake_core.txn`), checked
-        against the parent of every attempt: TxnCommittedError when one is in already."""
+        against the parent of every attempt: TxnCommittedError when one is in already.
+        ``carried_txns``: another branch's transactions a merge brings, recorded where above
+        the parent's versions, never refused."""
         request = CommitRequest(
             branch,
             tuple(adds),
@@ -470,6 +473,7 @@ class Pool:
             MappingProxyType(dict(extra or {})),
             prune_columns,
             as_txns(txn),
+            tuple(carried_txns),
         )
         return run_commit(self, request, guard)
 

@@ -19,6 +19,11 @@ Invariants:
   (the landing zones do: one app id per landing file, see :mod:`lake_core.landing`).
 - The recorded versions live in the snapshot, so asking (:meth:`Pool.last_txn`) costs one
   snapshot open, and survives compaction and vacate (both carry the snapshot forward).
+- A merge brings the source's changes since the merge base, so it records the transactions
+  the source recorded since that base (git-like; the higher version per app id wins, never
+  refused): a file ingested on a branch and merged is not ingested again on the target.
+- A revert takes a commit's rows out but leaves its transactions recorded (as Delta does): the
+  same work is not committed again by its app id; reloading it takes a new app id/version.
 
 Expiry (Delta's ``delta.setTransactionRetentionDuration``). Each recorded app id keeps the
 date of the commit that recorded its version (``Snapshot.txn_dates``). When a commit rebuilds

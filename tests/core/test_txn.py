@@ -109,6 +109,37 @@ def test_recorded_versions_survive_cached_snapshots_compaction_and_reopen(lake: 
     assert again.last_txn("etl") == SNAPSHOT_INTERVAL + 1
 
 
+def test_a_merge_brings_the_transactions_the_source_recorded(lake: Lake) -> None:
+    """git-like: a merge applies the source's changes since the merge base, so it records the
+    transactions that made them (the higher version per app id). Ingesting a file on a branch,
+    merging, then ingesting it on main commits it once."""
+    pool = lake.create_pool("t", "ts:asc")
+    load(pool, [rows(1)], txn=Txn("base", 0))
+    pool.create_branch("dev")
+    load(pool, [rows(1, 10)], "dev", txn=Txn("file-x", 0))
+    load(pool, [rows(1, 11)], "dev", txn=Txn("etl", 5))
+    load(pool, [rows(1, 20)], txn=Txn("etl", 7))  # main is further along for etl
+    merged = pool.merge("dev")
+    # Only what dev recorded since the base, and only above main's versions.
+    assert merged.extra["txn"] == [{"app": "file-x", "version": 0}]
+    assert pool.txns() == {"base": 0, "file-x": 0, "etl": 7}
+    with pytest.raises(TxnCommittedError):
+        load(pool, [rows(1, 10)], txn=Txn("file-x", 0))
+    assert read_all(pool)["ts"].to_pylist() == [0, 10, 11, 20]
+    # A source ahead of the target raises the target's version.
+    load(pool, [rows(1, 12)], "dev", txn=Txn("etl", 9))
+    assert pool.merge("dev").extra["txn"] == [{"app": "etl", "version": 9}]
+    assert pool.last_txn("etl") == 9
+    # A revert takes the rows out but not the record (as in Delta): the transaction stays
+    # committed, so the same file is not re-ingested by its app id.
+    c = load(pool, [rows(1, 40)], txn=Txn("file-y", 0))
+    pool.revert(c.id)
+    assert pool.last_txn("file-y") == 0
+    with pytest.raises(TxnCommittedError):
+        load(pool, [rows(1, 40)], txn=Txn("file-y", 0))
+    assert read_all(pool)["ts"].to_pylist() == [0, 10, 11, 12, 20]
+
+
 class DayClock:
     """A settable clock: commit dates are what the test says."""
 
