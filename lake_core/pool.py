@@ -761,9 +761,11 @@ class Pool:
         author: str | None = None,
         message: str = "",
         meta: Any = None,
+        txn: Txn | Sequence[Txn] | None = None,
     ) -> Commit:
         """Replace partition ``value``'s rows with ``sources`` atomically, under the
-        maintenance lock (:func:`lake_core.maintenance.rewrite_partition`)."""
+        maintenance lock (:func:`lake_core.maintenance.rewrite_partition`); ``txn``: the
+        application transaction(s) it is (TxnCommittedError when one is in already)."""
         from lake_core.maintenance import rewrite_partition
 
         with self._guarded(guard, lock_timeout) as check:
@@ -777,6 +779,7 @@ class Pool:
                 author=author,
                 message=message,
                 meta=meta,
+                txn=txn,
             )
 
     def vacate(

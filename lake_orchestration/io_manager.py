@@ -25,6 +25,14 @@ Rules (docs/orchestration.md, "Assets that return tables"):
   makes one commit per partition.
 - Partitioned asset on an unpartitioned pool: the pool cannot replace a slice atomically, so
   the rows are APPENDED in one commit (re-materializing appends again).
+- Each commit is an application transaction (:mod:`lake_core.txn`): app id
+  ``dagster:<run id>:<asset key>:<partition key, a range first..last, or ->``, version 0.
+  A step retried within its run (a RetryPolicy after CommitStateUnknownError whose commit
+  landed after all) finds it recorded and commits nothing again: it reports the landed
+  commit. A new run (a re-materialization, a re-execution) has a new run id, so it appends or
+  replaces again, as it must. Why not one app id per asset with a growing version: versions
+  must rise in commit order, and two runs of one asset may commit in either order. The
+  records expire with the pool's ``txn_retention`` (30 days by default), which bounds them.
 - Inputs read the upstream pool at one commit — the input's ``lake/commit`` metadata when
   given (a pin), else the branch tip when the step starts — recorded as the input's
   ``lake/commit`` metadata; a partitioned input on a partitioned pool gets only its
@@ -43,9 +51,10 @@ import dagster as dg
 import pyarrow as pa
 
 from lake_core.commit import Commit
-from lake_core.errors import EmptyTransactionError, PoolNotFoundError
+from lake_core.errors import EmptyTransactionError, PoolNotFoundError, TxnCommittedError
 from lake_core.names import PoolName
 from lake_core.pool import Pool
+from lake_core.txn import Txn, commit_txns
 from lake_orchestration.metadata import pool_metadata
 from lake_orchestration.resources import LakeResource
 
@@ -90,6 +99,34 @@ def pool_name(asset_key: dg.AssetKey, metadata: Mapping[str, Any]) -> str:
             f"{POOL_META!r} to NAME or NAMESPACE.NAME"
         ) from None
     return name
+
+
+#: How far back in the branch's log a retried step looks for the commit its transaction
+#: names (the earlier attempt of the same run: normally the last few commits).
+LANDED_LOOKBACK = 1000
+
+
+def output_txn(run_id: str, asset_key: dg.AssetKey, partitions: list[str] | None) -> Txn:
+    """The application transaction of one output commit: unique to the run, the asset and
+    the partition(s), so retries within the run commit it once and every new run again."""
+    if not partitions:
+        part = "-"
+    elif len(partitions) == 1:
+        part = partitions[0]
+    else:
+        part = f"{partitions[0]}..{partitions[-1]}"  # a range run's keys are contiguous
+    return Txn(f"dagster:{run_id}:{asset_key.to_user_string()}:{part}", 0)
+
+
+def landed_commit(pool: Pool, branch: str, txn: Txn) -> Commit | None:
+    """The commit on ``branch`` that recorded ``txn`` (None: not in the last
+    LANDED_LOOKBACK commits)."""
+    for i, c in enumerate(pool.log(branch)):
+        if txn in commit_txns(c.extra):
+            return c
+        if i >= LANDED_LOOKBACK:
+            break
+    return None
 
 
 def _text(metadata: Mapping[str, Any], key: str) -> str | None:
@@ -154,6 +191,7 @@ class LakePoolIOManager(dg.ConfigurableIOManager):
                 )
             for value in partitions:
                 part = groups.get(value)
+                txn = output_txn(context.run_id, key, [value])
                 try:
                     commits.append(
                         pool.rewrite_partition(
@@ -163,21 +201,29 @@ class LakePoolIOManager(dg.ConfigurableIOManager):
                             author=author,
                             meta=meta,
                             message=f"{what}: partition {value} (dagster run {context.run_id[:8]})",
+                            txn=txn,
                         )
                     )
                 except EmptyTransactionError:
                     context.log.info(f"partition {value}: no rows, none before: nothing to commit")
+                except TxnCommittedError:
+                    commits.extend(self._already(context, pool, txn))
         elif table.num_rows:
             suffix = f" partitions {', '.join(partitions)}" if partitions else ""
-            commits.append(
-                pool.load(
-                    table,
-                    self.branch,
-                    author=author,
-                    meta=meta,
-                    message=f"{what}{suffix} (dagster run {context.run_id[:8]})",
+            txn = output_txn(context.run_id, key, partitions)
+            try:
+                commits.append(
+                    pool.load(
+                        table,
+                        self.branch,
+                        author=author,
+                        meta=meta,
+                        message=f"{what}{suffix} (dagster run {context.run_id[:8]})",
+                        txn=txn,
+                    )
                 )
-            )
+            except TxnCommittedError:
+                commits.extend(self._already(context, pool, txn))
         else:
             context.log.info(f"{what}: the output has no rows: nothing to commit")
         last = commits[-1] if commits else None
@@ -192,6 +238,16 @@ class LakePoolIOManager(dg.ConfigurableIOManager):
         context.add_output_metadata(md)
         for c in commits:
             context.log.info(f"{c.id} committed to {pool.name}@{self.branch}")
+
+    def _already(self, context: dg.OutputContext, pool: Pool, txn: Txn) -> list[Commit]:
+        """An earlier attempt of this step in this run committed ``txn`` (its answer was lost):
+        nothing more is committed; the landed commit is reported."""
+        landed = landed_commit(pool, self.branch, txn)
+        context.log.info(
+            f"{txn.app} was committed by an earlier attempt of this run"
+            + (f" ({landed.id}): not committed again" if landed else ": not committed again")
+        )
+        return [landed] if landed is not None else []
 
     # -- inputs -------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from lake_core.loading import Source, read_sources
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
+from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_objects
 
 if TYPE_CHECKING:
@@ -96,13 +97,18 @@ def rewrite_partition(
     author: str | None = None,
     message: str = "",
     meta: Any = None,
+    txn: Txn | Sequence[Txn] | None = None,
 ) -> Commit:
     """Replace partition ``value``'s contents with ``sources`` atomically. Every input row must
-    belong to ``value``; an empty input empties the partition."""
+    belong to ``value``; an empty input empties the partition. ``txn``: the application
+    transaction(s) this rewrite is (:mod:`lake_core.txn`); TxnCommittedError, nothing
+    written or committed, when one is in already."""
     _require_partitioned(pool)
     spec = pool.partition_spec
     assert spec is not None
+    txns = as_txns(txn)
     snap = pool.snapshot(pool.tip(branch))
+    check_txns(snap.txns, txns)  # early, before reading; the commit re-checks at its parent
     table, _ = read_sources(sources, fmt, snap.schema)
     if table.num_rows:
         mode, what = pool.config.schema_mode, f"the input of partition {value}"
@@ -139,4 +145,5 @@ def rewrite_partition(
             message=message or f"rewrote partition {value} ({len(old)} → {len(adds)} objects)",
             incoming_schema=table.schema if table.num_rows else None,
             extra={"kind": "partition-rewrite"},
+            txn=txns,
         )

@@ -3,6 +3,7 @@ lakes land as one commit per output (per partition for a partitioned pool), and 
 pool snapshots; rows are checked exactly."""
 
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,9 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_orchestration.io_manager import LakePoolIOManager
 from lake_orchestration.resources import LakeResource
+from tests.faultproxy import FaultProxy, Rule
+
+JOURNAL = r"/branches/\d+\.json$"
 
 
 def ts(day: int, hour: int = 0) -> datetime:
@@ -179,3 +183,64 @@ def test_other_outputs_are_refused(lake: Lake, lake_uri: str, bad: Any) -> None:
     assert not result.success
     with pytest.raises(Exception, match="not found"):
         lake.pool("odd")
+
+
+@pytest.fixture
+def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
+    """The fault proxy in front of moto; every S3 client made during the test goes through it."""
+    px = FaultProxy(s3_endpoint, seed=7)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
+    yield px
+    px.stop()
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["append", "partition"])
+def test_a_step_retried_after_an_unknown_commit_outcome_lands_its_rows_once(
+    proxy: FaultProxy, s3_bucket: str, partitioned: bool
+) -> None:
+    """The commit lands but its answer is lost and the read-back fails: the step fails with
+    CommitStateUnknownError and Dagster retries it in the same run. The output's transaction
+    (run id, asset, partition) is recorded by the landed commit, so the retry commits nothing
+    and reports the landed commit; a new run commits again."""
+    uri = f"s3://{s3_bucket}/lake"
+    lake = Lake.init(LakeConfig(uri=uri))
+    days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
+    meta: dict[str, Any] = {"lake/key": "ts:asc"}
+    if partitioned:
+        meta["lake/partition_by"] = "day(ts)"
+    pool = lake.create_pool("orders", "ts:asc", partition_by=meta.get("lake/partition_by"))
+    tries: list[int] = []
+
+    @dg.asset(
+        metadata=meta,
+        partitions_def=days if partitioned else None,
+        retry_policy=dg.RetryPolicy(max_retries=2),
+    )
+    def orders(context: dg.AssetExecutionContext) -> pa.Table:
+        tries.append(context.retry_number)
+        return pa.table({"ts": [ts(1), ts(1, 5)], "amount": [10, 20]})
+
+    # The journal append lands, its answer is lost; every read-back of it fails (boto3's
+    # retried PUT answers 412, then 3 tries of each read-back: as in tests/core/test_faults.py).
+    lost = proxy.add(Rule("lost", method="PUT", key=JOURNAL))
+    down = proxy.add(Rule("error", method="GET", key=JOURNAL, after=lost, times=11))
+    kw: dict[str, Any] = {"partition_key": "2024-01-01"} if partitioned else {}
+    result = dg.materialize([orders], resources=resources(uri), **kw)
+    proxy.clear()
+    assert lost.fired == 1 and down.fired == 11
+    assert result.success and tries == [0, 1]
+    failures = [e for e in result.all_events if e.event_type_value == "STEP_RESTARTED"]
+    assert len(failures) == 1
+    log = list(pool.log())
+    assert len(log) == 1  # one commit: the retry found its transaction recorded
+    assert [r["amount"] for r in rows(uri, "orders")] == [10, 20]
+    assert output_md(result, "orders")["lake/commit"] == log[0].id
+    (txn,) = log[0].extra["txn"]
+    part = "2024-01-01" if partitioned else "-"
+    assert txn == {"app": f"dagster:{result.run_id}:orders:{part}", "version": 0}
+    # A new run materializes again: appends again, or replaces the partition again.
+    again = dg.materialize([orders], resources=resources(uri), **kw)
+    assert again.success and len(list(pool.log())) == 2
+    got = [r["amount"] for r in rows(uri, "orders")]
+    assert got == ([10, 20] if partitioned else [10, 10, 20, 20])
