@@ -41,6 +41,7 @@ from lake_core.ingest.formats import FORMATS
 from lake_core.names import PoolName
 from lake_core.partitions import PartitionSpec
 from lake_core.poolkey import PoolKey
+from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.units import parse_duration, parse_size
 from lake_core.writer import DEFAULT_TARGET_SIZE
 
@@ -125,6 +126,21 @@ class PoolSpec(_Frozen):
     description: str = ""
     sensor: SensorPolicy = SensorPolicy()
     maintenance: MaintenancePolicy = MaintenancePolicy()
+    #: How long the pool remembers ingested files' transactions (``never``: forever); set
+    #: when the pool is created (lake_core.txn, "Expiry").
+    txn_retention: timedelta | None = DEFAULT_TXN_RETENTION
+
+    @field_validator("txn_retention", mode="before")
+    @classmethod
+    def _txn_retention(cls, v: Any) -> Any:
+        if v == "never":
+            return None
+        value = parse_duration(v) if isinstance(v, str) else v
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = timedelta(seconds=value)
+        if isinstance(value, timedelta) and value < timedelta(seconds=1):
+            raise ValueError("txn_retention must be at least 1s, or never")
+        return value
 
     @field_validator("name")
     @classmethod

@@ -133,6 +133,7 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 spec.pool_key,
                 target_size=spec.target_size,
                 partition_by=spec.partition_by,
+                txn_retention=spec.txn_retention,
             )
         except AlreadyExistsError:  # a concurrent run created it first
             return lake.pool(spec.name)

@@ -9,7 +9,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_core.loading import load
 from lake_core.stats import ColumnMeta
+from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_orchestration.assets import build_pool_asset
 from lake_orchestration.checks import (
     FRAGMENTATION,
@@ -41,6 +42,7 @@ pools:
     target_size: 1MB
     landing: landing/events
     formats: [ndjson, csv]
+    txn_retention: 90d
     sensor: {max_files_per_run: 2}
     maintenance:
       compaction: {max_overlapping_objects: 1, max_small_objects: 100}
@@ -130,6 +132,14 @@ def test_pools_config_expands_env_and_resolves_landing(tmp_path: Path) -> None:
         parse_pools_config("pools: [{name: x, partition_by: 'day(ts)'}]", tmp_path, env={})
     with pytest.raises(ValueError, match="unknown format"):
         parse_pools_config("pools: [{name: x, formats: [xml]}]", tmp_path, env={})
+    # How long landing files' transaction records are kept (lake_core.txn, "Expiry").
+    assert a.txn_retention == DEFAULT_TXN_RETENTION
+    retained = parse_pools_config(
+        "pools: [{name: x, txn_retention: 90d}, {name: y, txn_retention: never}]", tmp_path, env={}
+    )
+    assert [p.txn_retention for p in retained.pools] == [timedelta(days=90), None]
+    with pytest.raises(ValueError, match="txn_retention"):
+        parse_pools_config("pools: [{name: x, txn_retention: 0}]", tmp_path, env={})
 
 
 def test_shipped_definitions_load() -> None:
@@ -162,6 +172,7 @@ def test_materialize_pool_records_commit_metadata(env: Env, instance: dg.Dagster
     assert result.get_asset_materialization_events()[0].materialization.tags is not None
     commit = pool.read_commit(pool.tip())
     assert commit.author == "dagster"
+    assert pool.config.txn_retention == timedelta(days=90)  # created with the pools file's
     assert commit.meta["landing"]["files"] == ["a.ndjson", "b.ndjson"]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {OBJECTS_EXIST: True, NO_SCHEMA_CONFLICTS: True, FRAGMENTATION: True}
