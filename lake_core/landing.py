@@ -16,7 +16,9 @@ make a time cursor skip files.
 Idempotency (:func:`ingest_once`): each landing file is one application transaction
 (:mod:`lake_core.txn`), app id ``landing:<zone>/<path>``, version 0. A load of several files
 records all of theirs in its commit, so a retried or racing run of the same files commits
-nothing for them: exactly one commit holds each file, whatever runs at once.
+nothing for them: exactly one commit holds each file, whatever runs at once. Records expire
+after the pool's ``txn_retention``; a file older than that may be an ingested one whose record
+expired, so a run over a whole zone leaves it (:func:`split_by_retention`) and it must be named.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -67,6 +70,26 @@ def is_candidate(path: str, formats: Iterable[str]) -> bool:
         return False
     fmt = format_from_name(path)
     return fmt is not None and fmt in set(formats)
+
+
+#: Slack between a landing store's modification times and the lake's clock.
+RETENTION_MARGIN = timedelta(days=1)
+
+
+def split_by_retention(
+    files: Iterable[LandingFile], retention: timedelta | None, now: datetime
+) -> tuple[list[LandingFile], list[LandingFile]]:
+    """``(recent, old)``: ``old`` are the files modified longer than ``retention`` (less
+    RETENTION_MARGIN) before ``now``. A transaction record is dated by its commit, which is
+    after the file's modification, so a recent file's record, if any, has not expired; an old
+    file may have been ingested and its record expired (:mod:`lake_core.txn`, "Expiry") —
+    nothing tells it apart from a new one. A run over a whole zone takes only the recent
+    ones; old files must be named. ``retention`` None: nothing is old."""
+    out = list(files)
+    if retention is None:
+        return out, []
+    cutoff = (now - retention + RETENTION_MARGIN).timestamp()
+    return [f for f in out if f.mtime >= cutoff], [f for f in out if f.mtime < cutoff]
 
 
 def files_by_day(files: Iterable[LandingFile]) -> dict[str, list[LandingFile]]:

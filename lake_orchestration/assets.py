@@ -21,7 +21,13 @@ from typing import Any
 import dagster as dg
 
 from lake_core.commit import Commit
-from lake_core.landing import LANDING_META, LandingZone, files_by_day, ingest_once
+from lake_core.landing import (
+    LANDING_META,
+    LandingZone,
+    files_by_day,
+    ingest_once,
+    split_by_retention,
+)
 from lake_core.loading import Source
 from lake_core.maintenance import rewrite_partition
 from lake_core.txn import Txn
@@ -105,7 +111,22 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
         zone = lake.landing(spec)
         if zone is None:
             raise dg.Failure(f"pool {spec.name} has no landing zone to ingest from")
-        wanted = list(config.files) or [f.path for f in zone.files()]
+        if config.files:
+            wanted = list(config.files)
+        else:
+            # Not files whose transaction record may have expired: they could be ingested
+            # twice. The sensor names its files, so this only guards whole-zone runs.
+            recent, old = split_by_retention(
+                zone.files(), pool.config.txn_retention, pool.clock.now()
+            )
+            if old:
+                context.log.warning(
+                    f"left {len(old)} landing files older than {spec.name}'s txn_retention "
+                    f"({', '.join(f.path for f in old[:5])}{', …' if len(old) > 5 else ''}): "
+                    "they may be ingested already with their record expired; archive them, "
+                    "or name them in the run config (files: [...]) to ingest them"
+                )
+            wanted = [f.path for f in recent]
 
         def load_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit:
             return load_sources(

@@ -17,7 +17,14 @@ from lake_core import Lake, LakeConfig
 from lake_core.codec import encode_doc
 from lake_core.commit import SNAPSHOT_INTERVAL, Commit
 from lake_core.errors import TxnCommittedError, UsageError
-from lake_core.landing import LandingFile, LandingZone, WatchState, ingest_once, look
+from lake_core.landing import (
+    LandingFile,
+    LandingZone,
+    WatchState,
+    ingest_once,
+    look,
+    split_by_retention,
+)
 from lake_core.loading import load
 from lake_core.maintenance import compact
 from lake_core.pool import Pool
@@ -342,3 +349,15 @@ def test_a_file_is_taken_once_two_looks_agree() -> None:
     # Files that left the zone are forgotten.
     state = third.next_state(state, [a2])
     assert look([], state).next_state(state, []) == WatchState()
+
+
+def test_whole_zone_runs_leave_files_older_than_the_retention() -> None:
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    day = 86400.0
+    files = [LandingFile(n, 1, now.timestamp() - age * day) for n, age in
+             (("new", 1), ("edge", 28.5), ("old", 29.5), ("ancient", 400))]
+    recent, old = split_by_retention(files, timedelta(days=30), now)
+    # A day of slack for clocks: a file 29.5 days old may be expired by the time it commits.
+    assert [f.path for f in recent] == ["new", "edge"]
+    assert [f.path for f in old] == ["old", "ancient"]
+    assert split_by_retention(files, None, now) == (files, [])

@@ -194,6 +194,26 @@ def test_materialize_pool_records_commit_metadata(env: Env, instance: dg.Dagster
     ]
 
 
+def test_a_whole_zone_run_leaves_files_older_than_the_txn_retention(
+    env: Env, instance: dg.DagsterInstance
+) -> None:
+    """A file modified longer ago than the pool's txn_retention (90d here) may have been
+    ingested with its record expired since: a run over the whole zone cannot tell, so it
+    leaves the file (with a warning) rather than ingest it twice; naming it ingests it."""
+    old = env.drop("events", "old.ndjson", ndjson([{"ts": 1}]))
+    env.drop("events", "new.ndjson", ndjson([{"ts": 2}]))
+    long_ago = time.time() - 91 * 86400
+    os.utime(old, (long_ago, long_ago))
+    result = env.job("ingest_events").execute_in_process(instance=instance)
+    assert result.success and [r["ts"] for r in env.rows("events")] == [2]
+    logs = instance.all_logs(result.run_id)
+    warned = [e.user_message for e in logs if "txn_retention" in e.user_message]
+    assert len(warned) == 1 and "old.ndjson" in warned[0]
+    config = {"ops": {"events": {"config": {"files": ["old.ndjson"]}}}}
+    named = env.job("ingest_events").execute_in_process(instance=instance, run_config=config)
+    assert named.success and sorted(r["ts"] for r in env.rows("events")) == [1, 2]
+
+
 def test_materialize_named_files_only(env: Env, instance: dg.DagsterInstance) -> None:
     env.drop("events", "a.ndjson", ndjson([{"ts": 1}]))
     env.drop("events", "b.ndjson", ndjson([{"ts": 2}]))
