@@ -36,7 +36,9 @@ reader's clock, is the reference, so a commit's snapshot is the same however it 
 copy). Consequences, as in Delta: an expired transaction can be committed again (its rows
 land twice), so a writer must not replay work older than the retention — landing zones cover
 that window by archiving landed files and by the sensor's cursor. Records written before
-dates existed (undated) take the date of the next commit that rebuilds the map.
+dates existed (undated) take the date of the next commit that rebuilds the map. A changed
+retention applies from the next commit that rebuilds the map; cached snapshots keep what they
+dropped already.
 """
 
 from __future__ import annotations

@@ -361,3 +361,21 @@ def test_whole_zone_runs_leave_files_older_than_the_retention() -> None:
     assert [f.path for f in recent] == ["new", "edge"]
     assert [f.path for f in old] == ["old", "ancient"]
     assert split_by_retention(files, None, now) == (files, [])
+
+
+def test_recorded_transactions_survive_vacate(lake: Lake, lake_uri: str) -> None:
+    """Vacate cuts the history, not the records: the tails' snapshots carry them (so the docs
+    can say a file ingested before the cut is still not ingested again)."""
+    clock = DayClock()
+    pool = Lake.open(LakeConfig(uri=lake_uri, user="t", clock=clock)).create_pool("t", "ts:asc")
+    load(pool, [rows(1)], txn=Txn("file-a", 0))
+    clock.t += timedelta(days=2)
+    load(pool, [rows(1, 10)])  # the tail: the newest commit before the cut
+    clock.t += timedelta(days=2)
+    load(pool, [rows(1, 20)])
+    pool.vacate(clock.t - timedelta(days=1))
+    again = Lake.open(LakeConfig(uri=lake_uri)).pool("t")
+    assert [c.extra.get("txn") for c in again.log()] == [None, None]  # the txn commit is cut
+    assert again.txns() == {"file-a": 0}
+    with pytest.raises(TxnCommittedError):
+        load(again, [rows(1)], txn=Txn("file-a", 0))
