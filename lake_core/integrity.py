@@ -33,10 +33,12 @@ from lake_core.errors import (
     CorruptObjectError,
     LakeError,
     ObjectNotFoundError,
+    PurgedObjectError,
     SchemaConflictError,
 )
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
+from lake_core.purge_records import purged_by
 from lake_core.reader import OpenObject, open_object, row_group_stats
 from lake_core.stats import encode_value
 from lake_core.stores.base import ObjectStore
@@ -158,12 +160,22 @@ def read_verified(
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of verifying one object: ``problem`` is None when it is intact."""
+    """The outcome of verifying one object: ``problem`` is None when it is intact.
+    ``purged_by`` names the commit whose ``lake purge`` deleted the object on purpose (a purge
+    record names it), so it is not reported as damage."""
 
     object_id: str
     size: int
     checksummed: bool
     problem: str | None
+    purged_by: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``purged`` or ``corrupt``."""
+        if self.problem is None:
+            return "ok"
+        return "purged" if self.purged_by is not None else "corrupt"
 
 
 def verify_object(store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str) -> Verdict:
@@ -174,6 +186,11 @@ def verify_object(store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str)
         if table.num_rows != meta.count:
             raise _corrupt(meta, pool, f"it decodes to {table.num_rows} rows, not {meta.count}")
     except ObjectNotFoundError:
+        # Purges are rare and this is the error path: read the records only now, as scans do.
+        commit_id = purged_by(store, pool_id, meta.id)
+        if commit_id is not None:
+            detail = f"purged (lake purge of commit {commit_id})"
+            return Verdict(meta.id, meta.size, meta.checksum is not None, detail, commit_id)
         return Verdict(meta.id, meta.size, meta.checksum is not None, "missing from the store")
     except CorruptDataObjectError as e:
         return Verdict(meta.id, meta.size, meta.checksum is not None, e.detail)
@@ -196,12 +213,21 @@ def verify_objects(
 
 
 def raise_for_verdicts(verdicts: list[Verdict], pool: str) -> None:
-    """CorruptDataObjectError naming the first bad object (and how many more) if any is bad."""
-    bad = [v for v in verdicts if v.problem is not None]
-    if not bad:
-        return
-    more = f" (and {len(bad) - 1} more corrupt objects)" if len(bad) > 1 else ""
-    raise CorruptDataObjectError(bad[0].object_id, pool, f"{bad[0].problem}{more}")
+    """If any object is not intact: CorruptDataObjectError naming the first corrupt one (and
+    how many more are corrupt or purged), else PurgedObjectError naming the first purged one
+    and its purge. Damage is named before a deliberate purge."""
+    corrupt = [v for v in verdicts if v.status == "corrupt"]
+    purged = [v for v in verdicts if v.status == "purged"]
+    if corrupt:
+        others = []
+        if len(corrupt) > 1:
+            others.append(f"{len(corrupt) - 1} more corrupt objects")
+        if purged:
+            others.append(f"{len(purged)} purged" + (" objects" if len(purged) > 1 else " object"))
+        more = f" (and {', '.join(others)})" if others else ""
+        raise CorruptDataObjectError(corrupt[0].object_id, pool, f"{corrupt[0].problem}{more}")
+    if purged:
+        raise PurgedObjectError(purged[0].object_id, purged[0].purged_by)
 
 
 @dataclass(frozen=True)

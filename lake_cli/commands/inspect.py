@@ -142,7 +142,7 @@ def verify(lk: LakeContext, pool: str, fmt: str) -> None:
             "id": v.object_id,
             "size": v.size if fmt == "json" else human_size(v.size),
             "checksum": v.checksummed,
-            "status": "ok" if v.problem is None else "corrupt",
+            "status": v.status,
             "problem": v.problem,
         }
         for v in verdicts

@@ -388,7 +388,7 @@ def objects(
 
         verdicts = verify_objects(source.store, source.id, metas, source.name)
         for row, v in zip(rows, verdicts, strict=True):
-            row["verified"] = "ok" if v.problem is None else f"corrupt: {v.problem}"
+            row["verified"] = "ok" if v.problem is None else f"{v.status}: {v.problem}"
         columns.append("verified")
         write_records(rows, fmt, columns=columns)
         sys.stdout.flush()

@@ -14,7 +14,7 @@ import pytest
 from lake_cli import main
 from lake_core import Lake
 from lake_core.commit import Add, Commit
-from lake_core.errors import CorruptDataObjectError
+from lake_core.errors import CorruptDataObjectError, PurgedObjectError
 from lake_core.integrity import checksum
 from lake_core.loading import load
 from lake_core.maintenance import compact
@@ -144,3 +144,41 @@ def test_missing_object_is_reported_by_verify(
     code, out, err = run(capsys, "--lake", lake.config.uri, "verify", "-p", "p")
     assert code == 1
     assert err == f"error: data object {objs[2].id} of pool p is corrupt: missing from the store\n"
+
+
+def test_verify_names_a_purged_object_as_purged_not_corrupt(
+    lake: Lake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An object that ``lake purge`` deleted on purpose is reported as purged, naming the
+    commit, the way reads say it: not as damage ("corrupt: missing from the store"). An object
+    gone without a purge record is still missing, and corruption is named before a purge."""
+    pool, objs = _three(lake)
+    purged_commit = next(iter(pool.log()))  # the load of objs[2]
+    assert [a.id for a in purged_commit.adds()] == [objs[2].id]
+    pool.purge(purged_commit.id)
+    verdicts = {v.object_id: v for v in pool.verify(check=False)}
+    assert verdicts[objs[2].id].purged_by == purged_commit.id
+    assert verdicts[objs[2].id].status == "purged"
+    assert verdicts[objs[2].id].problem == f"purged (lake purge of commit {purged_commit.id})"
+    assert verdicts[objs[0].id].status == "ok" and verdicts[objs[0].id].purged_by is None
+    with pytest.raises(PurgedObjectError, match=f"{objs[2].id} was purged"):
+        pool.verify()
+    L = ["--lake", lake.config.uri]
+    code, out, err = run(capsys, *L, "verify", "-p", "p", "-f", "json")
+    assert code == 1
+    assert err == (
+        f"error: data object {objs[2].id} was purged (lake purge of commit {purged_commit.id})\n"
+    )
+    rows = {r["id"]: r for r in map(json.loads, out.splitlines())}
+    assert rows[objs[2].id]["status"] == "purged" and rows[objs[0].id]["status"] == "ok"
+    code, out, err = run(capsys, *L, "objects", "-p", "p", "--verify")
+    assert code == 1 and "was purged" in err
+    assert f"purged (lake purge of commit {purged_commit.id})" in out
+    # An object lost without a purge is damage, and it is named first.
+    lake.store.delete(pool.layout.data(objs[0].id))
+    code, out, err = run(capsys, *L, "verify", "-p", "p")
+    assert code == 1
+    assert err == (
+        f"error: data object {objs[0].id} of pool p is corrupt: missing from the store "
+        "(and 1 purged object)\n"
+    )
