@@ -197,7 +197,7 @@ def test_ingest_and_compaction_on_a_standalone_cluster(
 
     out = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from tests.test_spark_cluster import drive; drive(sys.argv[1], sys.argv[2])",
+         "import sys; from tests.spark.test_spark_cluster import drive; drive(sys.argv[1], sys.argv[2])",
          cluster["master"], json.dumps(plan)],
         capture_output=True, text=True, timeout=420, cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
