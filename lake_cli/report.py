@@ -41,6 +41,13 @@ def deleted_objects(commit: Commit) -> str:
     )
 
 
+def dropped_partition(value: str, commit: Commit) -> str:
+    return (
+        f"dropped partition {value}: {count(rows_removed(commit), 'row')} in "
+        f"{count(len(commit.deletes()), 'object')}"
+    )
+
+
 def deleted_rows(commit: Commit) -> str:
     """A delete by predicate rewrites the objects that held matching rows: the rows it removed
     are those of the rewritten objects minus the survivors written back."""

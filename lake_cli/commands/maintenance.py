@@ -226,4 +226,5 @@ def partitions(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 def drop_partition(lk: LakeContext, pool: str, value: str, lock_timeout: float) -> None:
     target, branch = lk.pool_ref(pool)
     done = target.drop_partition(value, branch or MAIN, lock_timeout=lock_timeout)
+    say(report.dropped_partition(value, done))
     say(f"{done.id} committed")

@@ -260,6 +260,7 @@ def commit(
     done = target.commit_staged(
         list(staged), branch or MAIN, message=message, meta=parse_meta(meta)
     )
+    say(report.loaded(done))  # add + commit is a load: it says what a load says
     say(f"{done.id} committed")
 
 

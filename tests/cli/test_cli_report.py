@@ -120,3 +120,38 @@ def test_delete_matching_nothing_is_idempotent(
     # A predicate over a column the pool lacks is still an error, not "no rows matched".
     code, out, err = run(capsys, *L, "delete", "-p", "p", "--where", "nope = 1")
     assert code != 0 and err.startswith("error: ") and pool.tip() == tip
+
+
+def test_commit_and_drop_partition_say_what_they_did(
+    lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lake commit`` of staged work and ``lake drop-partition`` commit like the others, so
+    they say what they did before ``<id> committed`` (README: every committing command)."""
+    L = ["--lake", lake_uri]
+    assert run(capsys, *L, "init")[0] == 0
+    assert run(capsys, *L, "create", "p", "--orderby", "id:asc")[0] == 0
+    s1 = run(capsys, *L, "add", "-p", "p", ndjson(tmp_path / "a.ndjson", range(3)))[1]
+    s2 = run(capsys, *L, "add", "-p", "p", ndjson(tmp_path / "b.ndjson", range(3, 5)))[1]
+    ids = [s.splitlines()[-1].split()[0] for s in (s1, s2)]
+    code, out, err = run(capsys, *L, "commit", "-p", "p", *ids)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "loaded 5 rows in 2 objects"
+    committed(out)
+    f = tmp_path / "d.ndjson"
+    f.write_text(
+        "".join(
+            json.dumps({"ts": f"2026-01-0{d}T0{h}:00:00Z", "i": h}) + "\n"
+            for d in (5, 6)
+            for h in range(3)
+        )
+    )
+    assert (
+        run(capsys, *L, "create", "m", "--orderby", "ts:asc", "--partition-by", "day(ts)")[0] == 0
+    )
+    assert run(capsys, *L, "load", "-p", "m", str(f))[0] == 0
+    code, out, err = run(capsys, *L, "drop-partition", "-p", "m", "2026-01-06")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == "dropped partition 2026-01-06: 3 rows in 1 object"
+    cid = committed(out)
+    log = [json.loads(x) for x in run(capsys, *L, "log", "-p", "m", "-f", "json")[1].splitlines()]
+    assert log[0]["id"] == cid and log[0]["rows"] == {"added": 0, "removed": 3}
