@@ -51,7 +51,11 @@ class PoolName:
         ns, dot, name = text.partition(".")
         if not dot:
             ns, name = DEFAULT_NAMESPACE, text
-        return cls(validate_name(ns, "namespace"), validate_name(name, "pool name"))
+        try:
+            return cls(validate_name(ns, "namespace"), validate_name(name, "pool name"))
+        except InvalidNameError as e:
+            # Name what was typed ('.a'), not the part that broke the rule ('').
+            raise InvalidNameError(text, e.reason) from None
 
     def __str__(self) -> str:
         """``NAME`` in the default namespace, else ``NS.NAME``: how ``ls`` prints it."""

@@ -238,3 +238,26 @@ def test_a_key_field_that_cannot_be_ordered_is_one_error_line(
     )
     assert (code, out) == (1, "")
     assert lake_state(loaded) == before
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        (".a", "a namespace must not be empty"),
+        ("a.", "a pool name must not be empty"),
+        ("ns.bad name", "a pool name must not contain ' '"),
+        ("bad ns.p", "a namespace must not contain ' '"),
+    ],
+)
+def test_a_bad_qualified_name_is_named_as_typed(
+    loaded: str, name: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error names what the user typed (``'.a'``), not the empty or bad part of it."""
+    before = lake_state(loaded)
+    code, out, err = run(capsys, "--lake", loaded, "create", name)
+    assert (code, out) == (2, "")
+    assert err == f"error: invalid name {name!r}: {reason}\n"
+    code, out, err = run(capsys, "--lake", loaded, "query", "-p", name)
+    assert (code, out) == (2, "")
+    assert err == f"error: invalid name {name!r}: {reason}\n"
+    assert lake_state(loaded) == before
