@@ -306,6 +306,11 @@ def query(
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 or more")
     scan = source.scan(ref, as_of=parse_time(as_of), where=where, columns=names, order=order)
+    if output is not None:
+        try:  # fail as one line before reading anything; "a" neither truncates nor needs a read
+            open(output, "ab").close()
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
     batches: Iterator[pa.RecordBatch] = scan.batches()
     if limit is not None:
         batches = _limited(batches, limit)

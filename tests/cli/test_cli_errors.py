@@ -261,3 +261,23 @@ def test_a_bad_qualified_name_is_named_as_typed(
     assert (code, out) == (2, "")
     assert err == f"error: invalid name {name!r}: {reason}\n"
     assert lake_state(loaded) == before
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "parquet"])
+def test_query_output_that_cannot_be_written_is_one_error_line(
+    loaded: str, tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-o`` into a missing folder or onto a folder: one ``error:`` line naming the file, exit
+    2 as for an input that cannot be read, no traceback, nothing written."""
+    before = lake_state(loaded)
+    for target, reason in (
+        (tmp_path / "no" / "such" / "out", "No such file or directory"),
+        (tmp_path, "Is a directory"),
+    ):
+        code, out, err = run(
+            capsys, "--lake", loaded, "query", "-p", "p", "-f", fmt, "-o", str(target)
+        )
+        assert (code, out) == (2, ""), err
+        assert err == f"error: cannot write {target}: {reason}\n"
+    assert not (tmp_path / "no").exists()
+    assert lake_state(loaded) == before
