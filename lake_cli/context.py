@@ -3,20 +3,38 @@ conversions and printing all commands do alike."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import click
 
+from lake_cli.startup import probe_pandas_without_importing
 from lake_core.clock import parse_iso
 from lake_core.config import LakeConfig
 from lake_core.errors import UsageError
-from lake_core.lake import Lake
 from lake_core.names import split_ref
-from lake_core.pool import Pool
+
+if TYPE_CHECKING:
+    from lake_core.lake import Lake
+    from lake_core.pool import Pool
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def lake_class() -> type[Lake]:
+    """:class:`Lake`, imported on first use: ``lake_core.lake`` pulls in pyarrow, the pool,
+    scans and the catalog, which a command that opens no lake (``--help``, a usage error)
+    never needs (see :mod:`lake_cli.startup`)."""
+    probe_pandas_without_importing()  # before pyarrow's first conversion, at import below
+    from lake_core.lake import Lake
+
+    return Lake
 
 
 @dataclass
@@ -34,7 +52,7 @@ class LakeContext:
 
     def lake(self, user: str | None = None) -> Lake:
         if user not in self._lakes:
-            self._lakes[user] = Lake.open(self.config(user))
+            self._lakes[user] = lake_class().open(self.config(user))
         return self._lakes[user]
 
     def pool_ref(self, text: str, user: str | None = None) -> tuple[Pool, str | None]:
@@ -47,8 +65,21 @@ class LakeContext:
         return self.pool_ref(text, user)[0]
 
 
-#: ``@pass_lake`` hands a command the :class:`LakeContext` the ``lake`` group made.
-pass_lake = click.make_pass_decorator(LakeContext)
+_pass_context = click.make_pass_decorator(LakeContext)
+
+
+def pass_lake(f: Callable[Concatenate[LakeContext, P], R]) -> Callable[P, R]:
+    """Hands a command the :class:`LakeContext` the ``lake`` group made. Before the command
+    body runs (``--help`` and usage errors never get there), pyarrow's pandas probe is answered
+    without importing pandas: see :func:`lake_cli.startup.probe_pandas_without_importing`."""
+    passed = _pass_context(f)
+
+    @functools.wraps(passed)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        probe_pandas_without_importing()
+        return passed(*args, **kwargs)
+
+    return run
 
 
 def say(line: str) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: A read shorter than this never shows a bar (rich draws nothing before it is refreshed).
 _DELAY_SECONDS = 1.0

@@ -12,11 +12,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lake_core.clock import to_iso
-from lake_core.commit import Commit
 from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.units import format_size, human_size
 
 if TYPE_CHECKING:
+    from lake_core.commit import Commit
     from lake_core.maintenance.cleanup import CleanupResult
     from lake_core.maintenance.compact import CompactionResult
 

@@ -20,9 +20,38 @@ reads (``tests/core/test_readme_python.py`` runs this example)::
     2
 """
 
-from lake_core.config import LakeConfig, RetryPolicy
-from lake_core.errors import LakeError
-from lake_core.lake import Lake
-from lake_core.pool import Pool
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lake_core.config import LakeConfig, RetryPolicy
+    from lake_core.errors import LakeError
+    from lake_core.lake import Lake
+    from lake_core.pool import Pool
 
 __all__ = ["Lake", "LakeConfig", "LakeError", "Pool", "RetryPolicy"]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use (PEP 562). Importing any ``lake_core`` module
+    runs this package first; importing :class:`Lake` here eagerly would pull pyarrow.dataset
+    (and with it pandas), protobuf and the catalog into every process that only wants, say,
+    ``lake_core.errors`` — the ``lake`` command's ``--help`` among them (tests/cli/test_startup.py)."""
+    if name in ("LakeConfig", "RetryPolicy"):
+        from lake_core import config
+
+        return getattr(config, name)
+    if name == "LakeError":
+        from lake_core.errors import LakeError
+
+        return LakeError
+    if name == "Lake":
+        from lake_core.lake import Lake
+
+        return Lake
+    if name == "Pool":
+        from lake_core.pool import Pool
+
+        return Pool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

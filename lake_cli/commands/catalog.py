@@ -4,19 +4,18 @@ the catalog's versions, time travel, rollback and export."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from lake_cli.context import LakeContext, parse_time, pass_lake, say
 from lake_cli.options import argument, command, format_option, option
-from lake_cli.output import write_records
 from lake_cli.parsing import Checked, LakeGroup, Number
-from lake_core.catalog import CatalogPoolRegistry
-from lake_core.catalog.actions import describe, summary
-from lake_core.lake import Lake
-from lake_core.registry import PoolConfig
-from lake_core.stores.factory import open_store
 from lake_core.units import human_size
+
+if TYPE_CHECKING:
+    from lake_core.lake import Lake
+    from lake_core.registry import PoolConfig
 
 
 def _count(text: str) -> int:
@@ -32,6 +31,9 @@ def _count(text: str) -> int:
 
 def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolConfig]:
     """The pools ``lake ls`` lists: now, or at the version ``--at-version``/``--as-of`` name."""
+    # Deferred: the catalog's Arrow nodes and protobuf definitions (lake --help).
+    from lake_core.catalog.pools import CatalogPoolRegistry
+
     when = parse_time(as_of)
     if at_version is not None:
         return CatalogPoolRegistry.list_at(lake.catalog.resolve(at_version))
@@ -55,6 +57,8 @@ def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolCo
 @option("--as-of", metavar="TIME", help="the pools at the catalog version of TIME")
 @pass_lake
 def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     rows = [
         {
             "name": str(p.name),
@@ -102,6 +106,9 @@ def catalog() -> None:
 )
 @pass_lake
 def catalog_log(lk: LakeContext, fmt: str, limit: int | None) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_core.catalog.actions import describe, summary  # deferred: protobuf (lake --help)
+
     lake = lk.lake()
     rows = []
     for snap in lake.catalog.log(limit):
@@ -153,6 +160,8 @@ def catalog_rollback(lk: LakeContext, version: int) -> None:
 @option("--name", metavar="NAME", help="name to record the export under (else DEST)")
 @pass_lake
 def catalog_export(lk: LakeContext, dest: str, full: bool, name: str | None) -> None:
+    from lake_core.stores.factory import open_store  # deferred: the S3 store (lake --help)
+
     lake = lk.lake()
     result = lake.catalog.export(open_store(dest), full=full, name=name)
     kind = "full" if result.full else "minimal"

@@ -8,7 +8,6 @@ import sys
 
 from lake_cli.context import LakeContext, parse_time, pass_lake, say
 from lake_cli.options import argument, as_of_option, command, format_option, option, pool_option
-from lake_cli.output import write_records
 from lake_core.errors import UsageError
 from lake_core.names import split_ref
 from lake_core.units import human_size
@@ -29,6 +28,8 @@ _FORMAT = "output format (default table)"
 @format_option("table", "json", "csv", help=_FORMAT)
 @pass_lake
 def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     source, ref = lk.pool_ref(pool)
     snap = source.snapshot(source.resolve(ref, parse_time(as_of)))
     key = source.config.key.fields
@@ -133,6 +134,7 @@ def diff(lk: LakeContext, pool: str, ref1: str, ref2: str, fmt: str) -> None:
 @format_option("table", "json", help=_FORMAT)
 @pass_lake
 def verify(lk: LakeContext, pool: str, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
     from lake_core.integrity import raise_for_verdicts
 
     source, ref = lk.pool_ref(pool)

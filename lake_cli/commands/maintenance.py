@@ -24,7 +24,6 @@ from lake_cli.options import (
     pool_option,
     spark_options,
 )
-from lake_cli.output import write_records
 from lake_core.clock import to_iso
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
@@ -205,6 +204,8 @@ def purge(lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout:
 @format_option("table", "json")
 @pass_lake
 def partitions(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     source, ref = lk.pool_ref(pool)
     found = source.partitions(ref, as_of=parse_time(as_of))
     if fmt == "json":

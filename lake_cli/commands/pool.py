@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pyarrow as pa
 
 from lake_cli import report
-from lake_cli.context import LakeContext, parse_meta, parse_time, pass_lake, say
+from lake_cli.context import LakeContext, lake_class, parse_meta, parse_time, pass_lake, say
 from lake_cli.options import (
     argument,
     as_of_option,
@@ -28,17 +27,16 @@ from lake_cli.options import (
     spark_options,
     where_option,
 )
-from lake_cli.output import write_records
 from lake_cli.parsing import Choice, Number
-from lake_cli.progress import batch_progress
-from lake_cli.textcols import jsonable
 from lake_core.clock import to_iso
-from lake_core.commit import Add
 from lake_core.errors import NoRowsMatchedError, UsageError
-from lake_core.lake import Lake
 from lake_core.names import MAIN
-from lake_core.pool import Pool
 from lake_core.units import format_size, human_size, parse_size
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from lake_core.pool import Pool
 
 _TO_BRANCH = "the pool, optionally @BRANCH to commit to (default main)"
 _FILES = "(ndjson, json, csv, parquet, arrow; .gz read too); - is stdin"
@@ -52,7 +50,7 @@ _FILES = "(ndjson, json, csv, parquet, arrow; .gz read too); - is stdin"
 @pass_lake
 def init(lk: LakeContext) -> None:
     config = lk.config()
-    Lake.init(config)
+    lake_class().init(config)
     say(f"initialized lake at {config.uri}")
 
 
@@ -222,6 +220,8 @@ def add(lk: LakeContext, pool: str, input_format: str, files: tuple[str, ...]) -
 @format_option("table", "json", "csv")
 @pass_lake
 def status(lk: LakeContext, pool: str, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     rows = [
         {
             "id": s.id,
@@ -301,6 +301,11 @@ def query(
     fmt: str,
     output: str | None,
 ) -> None:
+    import pyarrow as pa  # deferred, as write_records (lake --help)
+
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_cli.progress import batch_progress
+
     source, ref = lk.pool_ref(pool)
     names = [c.strip() for c in columns.split(",")] if columns else None
     if limit is not None and limit < 0:
@@ -371,6 +376,8 @@ def _bound(obj: Any, pool: Pool, which: str) -> Any:
 def objects(
     lk: LakeContext, pool: str, as_of: str | None, fmt: str, summary: bool, verify: bool
 ) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     source, ref = lk.pool_ref(pool)
     if summary:
         say(json.dumps(source.fragmentation(ref or MAIN).to_json()))
@@ -406,6 +413,8 @@ def objects(
 def _readable_actions(commit: Any, pool: Pool) -> list[dict[str, Any]]:
     """A commit's actions with key bounds and column stats decoded as ``lake objects -f json``
     prints them (ISO timestamps, a composite key as a list), not in their stored encoding."""
+    from lake_core.commit import Add  # deferred: pyarrow (lake --help)
+
     out = []
     for action, stored in zip(commit.actions, commit.actions_json(), strict=True):
         if isinstance(action, Add):
@@ -437,6 +446,8 @@ def _readable_actions(commit: Any, pool: Pool) -> list[dict[str, Any]]:
 @format_option("table", "json", "csv")
 @pass_lake
 def log(lk: LakeContext, pool: str, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     source, ref = lk.pool_ref(pool)
     commits = list(source.log(ref))
     if fmt in ("json", "csv"):
@@ -464,6 +475,8 @@ def log(lk: LakeContext, pool: str, fmt: str) -> None:
         say(f"Author: {c.author}")
         say(f"Date:   {to_iso(c.date)}")
         if c.meta is not None:
+            from lake_cli.textcols import jsonable  # deferred: numpy, pyarrow (lake --help)
+
             say(f"Meta:   {json.dumps(jsonable(c.meta))}")
         say("")
         for line in (c.message or "(no message)").splitlines():
@@ -501,6 +514,8 @@ def branch(
     delete: str | None,
     fmt: str,
 ) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+
     source = lk.pool(pool)
     if delete:
         source.delete_branch(delete)

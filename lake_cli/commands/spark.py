@@ -16,6 +16,7 @@ from typing import Any
 
 from lake_cli import report
 from lake_cli.context import LakeContext, parse_meta, say
+from lake_cli.startup import let_pyarrow_see_pandas
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
 from lake_core.units import parse_duration
@@ -31,6 +32,7 @@ def spark_session_for(master: str | None, what: str) -> Iterator[Any]:
     """A Spark session for one command (``master`` None: the environment's), stopped after."""
     from lake_spark import SparkSettings, spark_session
 
+    let_pyarrow_see_pandas()  # PySpark hands pandas objects to pyarrow
     spark = spark_session(SparkSettings.resolve(master, app_name=f"lake {what}"))
     try:
         yield spark

@@ -23,7 +23,6 @@ from decimal import Decimal, InvalidOperation
 from functools import reduce
 
 import pyarrow as pa
-import pyarrow.acero as acero
 import pyarrow.compute as pc
 
 from lake_core.expr.ast import (
@@ -416,6 +415,10 @@ class _Translator:
 
 
 def _project(table: pa.Table, expression: pc.Expression) -> pa.Table:
+    # Deferred: pyarrow.acero imports pyarrow.dataset and with it pandas (~0.25 s), which
+    # every process that merely parses a filter (the ``lake`` command) would pay.
+    import pyarrow.acero as acero
+
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(table))
     project = acero.Declaration("project", acero.ProjectNodeOptions([expression]))
     return acero.Declaration.from_sequence([source, project]).to_table()
