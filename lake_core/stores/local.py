@@ -36,6 +36,11 @@ class LocalObjectStore(ObjectStore):
             raise ObjectStoreError(key, "invalid object key")
         return self.root / key
 
+    def _failed(self, key: str, e: OSError) -> ObjectStoreError:
+        """The store error for an OS failure on ``key``, naming the full path: the key alone
+        is relative to a root the user may not see (a lake at a file, an export's DEST)."""
+        return ObjectStoreError(key, f"{e.strerror or e} ({self.root / key})")
+
     def local_path(self, key: str) -> str | None:
         return str(self._path(key))
 
@@ -53,7 +58,7 @@ class LocalObjectStore(ObjectStore):
         except IsADirectoryError:
             raise ObjectNotFoundError(key) from None
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
         try:
@@ -63,7 +68,7 @@ class LocalObjectStore(ObjectStore):
         except FileNotFoundError:
             raise ObjectNotFoundError(key) from None
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
 
     def _write_temp(self, key: str, data: bytes) -> Path:
         path = self._path(key)
@@ -98,13 +103,13 @@ class LocalObjectStore(ObjectStore):
             os.replace(tmp, path)
             self._fsync_dir(path.parent)
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
 
     def put_if_missing(self, key: str, data: bytes) -> None:
         try:
             tmp = self._write_temp(key, data)
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
         path = self._path(key)
         try:
             # link() is the atomic conditional create: EEXIST if anyone got there first.
@@ -114,7 +119,7 @@ class LocalObjectStore(ObjectStore):
         except OSError as e:
             if e.errno == errno.EEXIST:
                 raise ObjectExistsError(key) from None
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
         finally:
             tmp.unlink(missing_ok=True)
         self._fsync_dir(path.parent)
@@ -125,7 +130,7 @@ class LocalObjectStore(ObjectStore):
         except FileNotFoundError:
             raise ObjectNotFoundError(key) from None
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e
         if not os.path.isfile(self._path(key)):
             raise ObjectNotFoundError(key)
         return ObjectInfo(key, st.st_size, st.st_mtime)
@@ -171,4 +176,4 @@ class LocalObjectStore(ObjectStore):
         except FileNotFoundError:
             pass
         except OSError as e:
-            raise ObjectStoreError(key, e.strerror or str(e)) from e
+            raise self._failed(key, e) from e

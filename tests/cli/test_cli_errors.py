@@ -281,3 +281,24 @@ def test_query_output_that_cannot_be_written_is_one_error_line(
         assert err == f"error: cannot write {target}: {reason}\n"
     assert not (tmp_path / "no").exists()
     assert lake_state(loaded) == before
+
+
+def test_a_local_store_failure_names_the_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lake or export destination that is a file, not a folder: the one error line names
+    the path that failed, not only a key relative to a root the user does not see (S3's
+    errors already name s3://bucket/key)."""
+    afile = tmp_path / "a.txt"
+    afile.write_text("not a folder\n")
+    code, out, err = run(capsys, "--lake", str(afile), "ls")
+    assert (code, out) == (1, "")
+    assert err == f"error: lake.json: Not a directory ({afile}/lake.json)\n"
+    lake = str(tmp_path / "lake")
+    assert run(capsys, "--lake", lake, "init")[0] == 0
+    before = lake_state(lake)
+    code, out, err = run(capsys, "--lake", lake, "catalog", "export", str(afile))
+    assert (code, out) == (1, "")
+    assert err.startswith("error: vn/") and err.count("\n") == 1
+    assert err.endswith(f": Not a directory ({afile}/{err.split()[1].rstrip(':')})\n")
+    assert lake_state(lake) == before
