@@ -44,7 +44,6 @@ from lake_core.names import MAIN, TAIL_PREFIX, VACATED, validate_name
 from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
-from lake_core.scan import Scan
 from lake_core.snapshot import Snapshot, apply_commit
 from lake_core.stores.base import ObjectStore
 from lake_core.txn import Txn, as_txns
@@ -68,6 +67,7 @@ if TYPE_CHECKING:
         VacateResult,
     )
     from lake_core.maintenance.policy import CompactionRun
+    from lake_core.scan import Scan
 
 __all__ = ["MAIN", "TAIL_PREFIX", "VACATED", "Pool"]
 
@@ -393,6 +393,10 @@ class Pool:
     ) -> Scan:
         """A scan of the snapshot at ``ref`` (branch or commit; default main), optionally as of
         a time, filtered by a SQL ``where``; ``.reader()``, ``.to_table()``, ``.stats``."""
+        # Deferred, like the other facades: scans bring the SQL parser and pyarrow's filter
+        # machinery, which a process that only writes (``lake load``) never needs.
+        from lake_core.scan import Scan
+
         snap = self.snapshot(self.resolve(ref, as_of))
         scan = Scan(self.store, self.id, self.config.key, snap, where, columns, order)
         scan.pool_name = self.name
