@@ -1,6 +1,7 @@
 """CLI start-up benchmark: whole-process times of ``lake --help``, ``lake ls`` and ``lake load``
 of a 10-row file into a local lake, next to two floors, ``python -c pass`` and
-``python -c "import pyarrow"`` (every command that opens a lake needs pyarrow).
+``python -c "import pyarrow"`` (every command that opens a lake needs pyarrow), and the
+modules any NDJSON-to-Parquet loader with a click CLI imports.
 
 Usage: .venv/bin/python bench/cli_startup_bench.py [--runs 11] [--root CHECKOUT]
 
@@ -112,6 +113,13 @@ def main() -> None:
     cases: dict[str, list[str]] = {
         "python -c pass": [py, "-c", "pass"],
         'python -c "import pyarrow"': [py, "-c", "import pyarrow"],
+        # What any loader of NDJSON into Parquet imports, and the CLI library: the floor of
+        # `lake load` short of not using pyarrow's compute, Parquet and JSON modules.
+        "python -c \"import click, pyarrow.compute, pyarrow.json, pyarrow.parquet\"": [
+            py,
+            "-c",
+            "import click, pyarrow.compute, pyarrow.json, pyarrow.parquet",
+        ],
         "lake --help": [*lake_cmd, "--help"],
         "lake ls": [*lake_cmd, "ls"],
         "lake load (10 rows, local)": [*lake_cmd, "load", "-p", "logs", "-q", str(rows)],
