@@ -41,7 +41,7 @@ def probe_pandas_without_importing() -> None:
     # import takes the None for the module).
     sys.meta_path.insert(0, _NoPandas)
     try:
-        pa.array([0], type=pa.int64())  # a typed conversion: no type inference (dateutil)
+        pa.array([0])  # untyped: type inference asks about pandas too
     finally:
         sys.meta_path.remove(_NoPandas)
 
