@@ -12,7 +12,7 @@ immutable objects named by one snapshot, so commits landing meanwhile do not aff
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,9 +21,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
-from lake_core.expr import ColumnStats, columns_of, may_match, parse_predicate, to_arrow_expression
+from lake_core.expr import (
+    ColumnStats,
+    ExpressionError,
+    columns_of,
+    key_range,
+    may_match,
+    parse_predicate,
+    to_arrow_expression,
+)
 from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
+from lake_core.live import LiveObjects
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
 from lake_core.purge_records import purged_by
@@ -103,7 +112,27 @@ class Scan:
         else:
             self.out_schema = self.pool_schema
         self.stats = ScanStats(objects_total=len(snapshot.objects))
-        self.objects = [o for o in snapshot.objects.values() if self._may_match(o)]
+        self.objects = [o for o in self._candidates() if self._may_match(o)]
+
+    def _candidates(self) -> Iterable[ObjectMeta]:
+        """The snapshot's objects, less those the key range of ``where`` excludes by their
+        stats (vectorised over the snapshot's arrays). Only a pre-filter: each candidate is
+        still tested by ``_may_match``, and anything it drops ``_may_match`` would drop too,
+        so the result is the same as testing every object."""
+        objects = self.snapshot.objects
+        if self.expr is None or not isinstance(objects, LiveObjects):
+            return objects.values()
+        column = self.key.fields[0]
+        if column not in self.pool_schema.names:
+            return objects.values()
+        try:
+            interval = key_range(self.expr, column, self.pool_schema)
+        except ExpressionError:
+            return objects.values()  # _may_match raises it, as before, if any object is live
+        if interval is None:
+            return objects.values()
+        picked = objects.within(column, *interval)
+        return objects.values() if picked is None else picked
 
     def _may_match(self, obj: ObjectMeta) -> bool:
         if self.expr is None:

@@ -3,10 +3,23 @@
 State changes only through the pure function :func:`apply_commit` (snapshot, commit) →
 snapshot, so replay, rebase and tests need no I/O. A snapshot is also what gets cached next to
 a commit (``<id>.snap``) so opening a tip reads a bounded number of objects.
+
+Cached snapshot formats (``SNAPSHOT_VERSION``):
+
+- 1: a JSON document (``lake_core.codec``) with one JSON object per live object. Still read:
+  pools written before version 2 open as they are.
+- 2 (written now): an Arrow IPC file, one row per live object with the key bounds and the
+  per-column stats as columns (:mod:`lake_core.live`); the commit id, depth, pool schema and
+  transactions are a JSON header in the schema metadata under ``lakepool.snapshot``. Decoding
+  reads the arrays only; ObjectMeta are built when something iterates the objects' values.
+
+Either format is only a cache of what the commits say: a cached snapshot that does not decode
+makes the pool replay from further back (``Pool.snapshot``), never unreadable.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -14,16 +27,23 @@ from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.commit import Add, Commit, Delete, decode_schema, encode_schema
 from lake_core.errors import CommitConflictError, CorruptObjectError
+from lake_core.live import LiveObjects
 from lake_core.objects import ObjectMeta
 from lake_core.txn import apply_txns
 
 SNAPSHOT_FORMAT = "lakepool.snapshot"
-SNAPSHOT_VERSION = 1
+#: The version written; every version up to it is read (see the module docstring).
+SNAPSHOT_VERSION = 2
+#: The last JSON version.
+SNAPSHOT_JSON_VERSION = 1
+_ARROW_MAGIC = b"ARROW1"
+_HEADER_KEY = SNAPSHOT_FORMAT.encode()
 
 
 @dataclass(frozen=True)
@@ -36,12 +56,31 @@ class Snapshot:
 
     commit_id: str | None = None
     depth: int = 0
-    objects: Mapping[str, ObjectMeta] = field(default_factory=lambda: MappingProxyType({}))
+    objects: Mapping[str, ObjectMeta] = field(default_factory=LiveObjects)
     schema: pa.Schema | None = None
     txns: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     txn_dates: Mapping[str, datetime] = field(default_factory=lambda: MappingProxyType({}))
 
     def encode(self) -> bytes:
+        """The cached form (format version 2: Arrow IPC, see the module docstring)."""
+        header: dict[str, Any] = {
+            "format": SNAPSHOT_FORMAT,
+            "version": SNAPSHOT_VERSION,
+            "commit": self.commit_id,
+            "depth": self.depth,
+            "schema": encode_schema(self.schema) if self.schema is not None else None,
+            "txns": dict(self.txns),
+            "txn_dates": {k: to_iso(v) for k, v in self.txn_dates.items()},
+        }
+        table = LiveObjects.of(self.objects).table()
+        table = table.replace_schema_metadata({_HEADER_KEY: json.dumps(header).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return bytes(sink.getvalue())
+
+    def encode_json(self) -> bytes:
+        """The version-1 JSON form. Only tests write it now (pools from before version 2)."""
         body: dict[str, Any] = {
             "commit": self.commit_id,
             "depth": self.depth,
@@ -52,20 +91,46 @@ class Snapshot:
             body["txns"] = dict(self.txns)
             # Beside ``txns`` rather than in it, so readers that predate dates still read it.
             body["txn_dates"] = {k: to_iso(v) for k, v in self.txn_dates.items()}
-        return encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, body)
+        return encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION, body)
 
     @classmethod
     def decode(cls, key: str, data: bytes) -> Snapshot:
-        doc = decode_doc(key, data, SNAPSHOT_FORMAT, SNAPSHOT_VERSION)
+        """Either format; CorruptObjectError if ``data`` is neither, or a newer version."""
+        if data[: len(_ARROW_MAGIC)] == _ARROW_MAGIC:
+            return cls._decode_arrow(key, data)
+        return cls._decode_json(key, data)
+
+    @classmethod
+    def _decode_arrow(cls, key: str, data: bytes) -> Snapshot:
         try:
-            objs = {o["id"]: ObjectMeta.from_json(o) for o in doc["objects"]}
+            table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+            raw = (table.schema.metadata or {}).get(_HEADER_KEY)
+            if raw is None:
+                raise CorruptObjectError(key, "an Arrow file without a snapshot header")
+            doc = json.loads(raw)
+            if not isinstance(doc, dict) or doc.get("format") != SNAPSHOT_FORMAT:
+                raise CorruptObjectError(key, "not a snapshot header")
+            version = doc.get("version")
+            if not isinstance(version, int) or version <= SNAPSHOT_JSON_VERSION:
+                raise CorruptObjectError(key, "missing format version")
+            if version > SNAPSHOT_VERSION:
+                raise CorruptObjectError(
+                    key,
+                    f"format version {version} is newer than this lakepool reads "
+                    f"({SNAPSHOT_VERSION})",
+                )
+            ids = table.column("id")
+            if ids.null_count or table.column("count").null_count:
+                raise ValueError("an object row without id or count")
+            if len(pc.unique(ids)) != len(ids):
+                raise ValueError("an object id twice")
             schema = decode_schema(doc["schema"]) if doc.get("schema") else None
             txns = {str(k): int(v) for k, v in (doc.get("txns") or {}).items()}
             dates = {str(k): parse_iso(str(v)) for k, v in (doc.get("txn_dates") or {}).items()}
             return cls(
                 doc.get("commit"),
                 int(doc["depth"]),
-                MappingProxyType(objs),
+                LiveObjects.from_table(table.replace_schema_metadata(None)),
                 schema,
                 MappingProxyType(txns),
                 MappingProxyType(dates),
@@ -73,13 +138,41 @@ class Snapshot:
         except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
             raise CorruptObjectError(key, f"malformed snapshot ({type(e).__name__})") from None
 
+    @classmethod
+    def _decode_json(cls, key: str, data: bytes) -> Snapshot:
+        doc = decode_doc(key, data, SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION)
+        try:
+            objs = [ObjectMeta.from_json(o) for o in doc["objects"]]
+            if len({o.id for o in objs}) != len(objs):
+                raise ValueError("an object id twice")
+            schema = decode_schema(doc["schema"]) if doc.get("schema") else None
+            txns = {str(k): int(v) for k, v in (doc.get("txns") or {}).items()}
+            dates = {str(k): parse_iso(str(v)) for k, v in (doc.get("txn_dates") or {}).items()}
+            return cls(
+                doc.get("commit"),
+                int(doc["depth"]),
+                LiveObjects.from_objects(objs),
+                schema,
+                MappingProxyType(txns),
+                MappingProxyType(dates),
+            )
+        except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+            raise CorruptObjectError(key, f"malformed snapshot ({type(e).__name__})") from None
+
+    def object_table(self) -> pa.Table:
+        """The live objects as one Arrow table, one row per object in order (the columns of
+        the cached format, :mod:`lake_core.live`): lists ids, sizes, counts and key bounds
+        without building an ObjectMeta each."""
+        return LiveObjects.of(self.objects).table()
+
     @property
     def count(self) -> int:
-        return sum(o.count for o in self.objects.values())
+        """Rows across the live objects (from the arrays when there are any)."""
+        return LiveObjects.of(self.objects).count
 
     @property
     def size(self) -> int:
-        return sum(o.size for o in self.objects.values())
+        return LiveObjects.of(self.objects).size
 
 
 def check_actions(snapshot: Snapshot, adds: Iterable[str], deletes: Iterable[str]) -> None:
@@ -105,19 +198,29 @@ def apply_commit(
     (``PoolConfig.txn_retention``; None keeps transaction records forever) — recorded
     transactions older than it at ``commit.date`` expire when the commit records
     transactions or caches its snapshot (:mod:`lake_core.txn`)."""
-    objects = dict(snapshot.objects)
+    live = LiveObjects.of(snapshot.objects)
+    deletes: dict[str, None] = {}  # ordered, with O(1) membership
+    adds: dict[str, ObjectMeta] = {}
     for action in commit.actions:
         if isinstance(action, Delete):
-            if objects.pop(action.id, None) is None:
+            if action.id in adds:
+                del adds[action.id]
+            elif action.id in live and action.id not in deletes:
+                deletes[action.id] = None
+            else:
                 raise CommitConflictError(
                     f"commit {commit.id} deletes object {action.id}, which is not live"
                 )
         elif isinstance(action, Add):
-            if action.object.id in objects:
-                raise CommitConflictError(
-                    f"commit {commit.id} adds object {action.object.id} twice"
-                )
-            objects[action.object.id] = action.object
+            oid = action.object.id
+            if oid in adds or (oid in live and oid not in deletes):
+                raise CommitConflictError(f"commit {commit.id} adds object {oid} twice")
+            adds[oid] = action.object
+    objects = live.applied(deletes, adds.values())
+    if commit.has_snapshot:
+        # This commit's snapshot is cached: fold the overlay so a long run of commits in one
+        # process keeps it bounded by SNAPSHOT_INTERVAL.
+        objects = objects.compacted()
     schema = commit.schema if commit.schema is not None else snapshot.schema
     txns, dates = apply_txns(
         snapshot.txns,
@@ -127,4 +230,4 @@ def apply_commit(
         rebuild=commit.has_snapshot,
         retention=txn_retention,
     )
-    return Snapshot(commit.id, commit.depth, MappingProxyType(objects), schema, txns, dates)
+    return Snapshot(commit.id, commit.depth, objects, schema, txns, dates)

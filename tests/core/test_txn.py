@@ -29,7 +29,7 @@ from lake_core.loading import load
 from lake_core.maintenance import compact
 from lake_core.pool import Pool
 from lake_core.registry import PoolConfig
-from lake_core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_VERSION, Snapshot, apply_commit
+from lake_core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION, Snapshot, apply_commit
 from lake_core.stores import open_store
 from lake_core.txn import DEFAULT_TXN_RETENTION, Txn
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
@@ -216,13 +216,14 @@ def test_snapshots_share_the_map_without_transactions_and_old_ones_decode() -> N
     # Dates round-trip through the cached snapshot file.
     s4 = apply_commit(s1, _c("c4", 3, [{"app": "b", "version": 0}]), month)
     assert Snapshot.decode("k", s4.encode()) == s4
-    # Snapshots written before dates (or before transactions) still decode; undated records
-    # take the date of the next commit that rebuilds the map, and expire a retention later.
+    # JSON snapshots (format 1) written before dates (or before transactions) still decode;
+    # undated records take the date of the next commit that rebuilds the map, and expire a
+    # retention later.
     old = {"commit": "c0", "depth": 1, "schema": None, "objects": []}
-    bare = Snapshot.decode("k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, old))
+    bare = Snapshot.decode("k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION, old))
     assert dict(bare.txns) == {} and dict(bare.txn_dates) == {}
     undated = Snapshot.decode(
-        "k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, {**old, "txns": {"a": 5}})
+        "k", encode_doc(SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION, {**old, "txns": {"a": 5}})
     )
     assert dict(undated.txns) == {"a": 5} and dict(undated.txn_dates) == {}
     s5 = apply_commit(undated, _c("c5", 10, [{"app": "b", "version": 0}]), month)
