@@ -153,7 +153,22 @@ def small_commits_delta(batches: list[pa.Table], path: Path) -> float:
 
 def open_and_list(root: Path, name: str) -> tuple[float, int]:
     """Open the lake and the pool from nothing (no caches), read main's snapshot and list its
-    live objects as ``lake objects`` does (id, min, max, count, size)."""
+    live objects' id, key min/max, count and size from the snapshot's arrays (what
+    ``get_add_actions`` gives on the Delta side: one Arrow table)."""
+    settle()
+    t0 = time.perf_counter()
+    lake = Lake.open(str(root))
+    pool = lake.pool(name)
+    snap = pool.snapshot(pool.tip("main"))
+    table = snap.object_table()
+    cols = [table.column(c) for c in ("id", "min.0", "max.0", "count", "size")]
+    n = len(cols[0])
+    return time.perf_counter() - t0, n
+
+
+def open_and_list_objects(root: Path, name: str) -> tuple[float, int]:
+    """As :func:`open_and_list`, but building the Python ``ObjectMeta`` of every live object,
+    as the CLI's ``lake objects`` does before printing them."""
     settle()
     t0 = time.perf_counter()
     lake = Lake.open(str(root))
@@ -163,15 +178,31 @@ def open_and_list(root: Path, name: str) -> tuple[float, int]:
     return time.perf_counter() - t0, len(rows)
 
 
+def open_and_list_delta(path: Path) -> tuple[float, int]:
+    """Open the Delta table from nothing (replays its log from the last checkpoint) and list
+    its live files with their stats as one Arrow table (``get_add_actions(flatten=True)``)."""
+    settle()
+    t0 = time.perf_counter()
+    actions = DeltaTable(str(path)).get_add_actions(flatten=True)
+    n = actions.num_rows
+    return time.perf_counter() - t0, n
+
+
 @dataclass
 class History:
-    """A pool grown one commit at a time, with open times measured at checkpoints."""
+    """A pool grown one commit at a time, with open times measured at checkpoints.
+    ``opens``: lakepool, listing from the arrays; ``opens_objects``: lakepool, building every
+    ObjectMeta; ``opens_delta``: a Delta table given the same appends, when built alongside."""
 
     kind: str
     commits: int = 0
     build_seconds: float = 0.0
+    delta_build_seconds: float = 0.0
     opens: dict[int, list[float]] = field(default_factory=dict)
+    opens_objects: dict[int, list[float]] = field(default_factory=dict)
+    opens_delta: dict[int, list[float]] = field(default_factory=dict)
     live: dict[int, int] = field(default_factory=dict)
+    loadavg: dict[int, float] = field(default_factory=dict)
 
 
 def tiny(i: int) -> pa.Table:
@@ -186,6 +217,7 @@ def build_history(
     checkpoints: list[int],
     open_runs: int,
     progress: Callable[[str], None],
+    delta: Path | None = None,
 ) -> History:
     """Grow a pool to ``total`` commits through the public API and time ``open_and_list`` at
     each checkpoint (build time excludes the measurements).
@@ -193,9 +225,16 @@ def build_history(
     ``loads``: every commit is a tiny ``load``; the live set grows by one object per commit.
     ``churn``: five loads, then commits alternate ``load`` and ``delete_objects`` of the oldest
     live object, so the live set stays at 5-6 objects however long the history.
+    ``delta`` (loads only): also append the same rows to a Delta table there, one
+    ``write_deltalake`` per commit, and time its open at the same checkpoints; the systems
+    take turns within each round of measurements, so both see the same load.
     """
     lake = Lake.init(str(fresh(root)))
     pool = lake.create_pool("history", "k:asc")
+    if delta is not None:
+        assert kind == "loads"
+        fresh(delta)
+        DeltaTable.create(str(delta), schema=tiny(0).schema)
     hist = History(kind)
     live: list[str] = []
     n = 0
@@ -207,13 +246,27 @@ def build_history(
             live += [o.id for o in commit.adds()]
         else:
             delete_objects(pool, [live.pop(0)], "main", message=f"churn {n}")
-        n += 1
         hist.build_seconds += time.perf_counter() - t0
+        if delta is not None:
+            t0 = time.perf_counter()
+            write_deltalake(str(delta), tiny(n), mode="append")
+            hist.delta_build_seconds += time.perf_counter() - t0
+        n += 1
         if n in checkpoints:
-            runs = [open_and_list(root, "history") for _ in range(open_runs)]
+            hist.loadavg[n] = os.getloadavg()[0]
+            runs, objs, druns = [], [], []
+            for _ in range(open_runs):
+                runs.append(open_and_list(root, "history"))
+                objs.append(open_and_list_objects(root, "history"))
+                if delta is not None:
+                    druns.append(open_and_list_delta(delta))
             hist.opens[n] = [s for s, _ in runs]
+            hist.opens_objects[n] = [s for s, _ in objs]
             hist.live[n] = runs[0][1]
-            assert runs[0][1] == len(live), (runs[0][1], len(live))
+            assert runs[0][1] == objs[0][1] == len(live), (runs[0][1], objs[0][1], len(live))
+            if delta is not None:
+                hist.opens_delta[n] = [s for s, _ in druns]
+                assert druns[0][1] == len(live), (druns[0][1], len(live))
         if time.perf_counter() - last_report > 30:
             last_report = time.perf_counter()
             progress(f"  {kind}: {n}/{total} commits, {hist.build_seconds:.0f} s so far")

@@ -212,12 +212,14 @@ class _Base:
             if self._metas is not None:
                 self._ids = [o.id for o in self._metas]
             else:
-                self._ids = [str(i) for i in self.table().column("id").to_pylist()]
+                raw: list[Any] = self.table().column("id").to_pylist()
+                self._ids = raw  # strings: decoding checked the column has no nulls
         return self._ids
 
     def index(self) -> dict[str, int]:
         if self._index is None:
-            self._index = {k: i for i, k in enumerate(self.ids())}
+            ids = self.ids()
+            self._index = dict(zip(ids, range(len(ids)), strict=True))
         return self._index
 
     def metas(self) -> list[ObjectMeta]:
