@@ -2,16 +2,25 @@
 compacted by lakepool and, on the same slices, by deltalake's ``optimize.compact``; plus a
 one-day key-range query before and after compaction on both.
 
-Usage: .venv/bin/python bench/compaction_bench.py [--sf 1] [--loads 200]
-Throughput is input bytes (the fragmented objects/files) ÷ wall-clock seconds of the
-compaction. Prints one table.
+Usage: .venv/bin/python bench/compaction_bench.py [--sf 1] [--loads 200] [--repeat 3]
+
+Both sides are loaded once; each round copies the fragmented pool and Delta table and compacts
+the copies, each in a fresh child process, so the child's peak RSS (``ru_maxrss``) is the
+compaction's (plus opening the pool/table). Rounds alternate which side goes first. Throughput
+is input bytes (the fragmented objects/files) ÷ wall-clock seconds of the compaction; medians
+and ranges over the rounds are printed, with the load average. deltalake does not fsync;
+lakepool's local store does (objects and commit files).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +41,7 @@ from lake_core.loading import load  # noqa: E402
 from lake_core.maintenance import compact, fragmentation  # noqa: E402
 
 DAY = date(1995, 6, 17)
+WHERE = f"l_shipdate = DATE '{DAY.isoformat()}'"
 
 
 def lineitem(sf: float) -> Path:
@@ -57,70 +67,135 @@ def timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
-def lake_side(parts: list[pa.Table], workdir: Path) -> dict[str, float]:
-    lake = Lake.init(str(workdir / "lake"))
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM). Not ``ru_maxrss``: Linux carries that over
+    from the parent across fork and exec, so a child would report the parent's peak."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB; not Linux
+
+
+def lake_load(parts: list[pa.Table], path: Path) -> dict[str, Any]:
+    lake = Lake.init(str(path))
     pool = lake.create_pool("lineitem", "l_shipdate:asc")
     for p in parts:
         load(pool, [p])
-    where = f"l_shipdate = DATE '{DAY.isoformat()}'"
-    q_before, before = timed(lambda: pool.read(where=where))
-    frag = fragmentation(pool)
+    q_before, before = timed(lambda: pool.read(where=WHERE))
+    return {"q_before": q_before, "rows": before.num_rows,
+            "overlapping": fragmentation(pool).overlapping_objects}
+
+
+def lake_compact(path: str) -> dict[str, Any]:
+    """Child process: compact the copied pool; peak RSS covers open + compaction."""
+    pool = Lake.open(path).pool("lineitem")
     seconds, result = timed(lambda: compact(pool))
-    q_after, after = timed(lambda: pool.read(where=where))
-    assert before.num_rows == after.num_rows > 0
-    assert compact(pool).commit is None
+    rss = peak_rss_mb()
+    q_after, after = timed(lambda: pool.read(where=WHERE))
+    assert compact(pool).commit is None  # a fixpoint
+    assert fragmentation(pool).overlapping_objects == 0
     return {"seconds": seconds, "mb_in": result.bytes_in / 2**20, "objects_in": result.objects_in,
-            "objects_out": result.objects_out, "q_before": q_before, "q_after": q_after,
-            "rows": before.num_rows, "overlapping": frag.overlapping_objects}
+            "objects_out": result.objects_out, "q_after": q_after, "rows": after.num_rows,
+            "peak_rss_mb": rss}
 
 
-def delta_side(parts: list[pa.Table], workdir: Path) -> dict[str, float]:
-    from deltalake import DeltaTable, write_deltalake
+def delta_files_mb(path: str) -> tuple[int, float]:
+    from deltalake import DeltaTable
 
-    path = str(workdir / "delta")
-    for p in parts:
-        write_deltalake(path, p, mode="append")
     dt = DeltaTable(path)
     files = dt.file_uris() if hasattr(dt, "file_uris") else dt.files()
-    mb_in = sum(Path(f.replace("file://", "")).stat().st_size if f.startswith(("/", "file:"))
-                else (Path(path) / f).stat().st_size for f in files) / 2**20
+    mb = sum(Path(f.replace("file://", "")).stat().st_size if f.startswith(("/", "file:"))
+             else (Path(path) / f).stat().st_size for f in files) / 2**20
+    return len(files), mb
+
+
+def delta_load(parts: list[pa.Table], path: Path) -> dict[str, Any]:
+    from deltalake import DeltaTable, write_deltalake
+
+    for p in parts:
+        write_deltalake(str(path), p, mode="append")
     filt = [("l_shipdate", "=", DAY)]
-    q_before, before = timed(lambda: DeltaTable(path).to_pyarrow_table(filters=filt))
+    q_before, before = timed(lambda: DeltaTable(str(path)).to_pyarrow_table(filters=filt))
+    return {"q_before": q_before, "rows": before.num_rows,
+            "overlapping": delta_files_mb(str(path))[0]}
+
+
+def delta_compact(path: str) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    _, mb_in = delta_files_mb(path)
     seconds, metrics = timed(lambda: DeltaTable(path).optimize.compact())
+    rss = peak_rss_mb()
+    filt = [("l_shipdate", "=", DAY)]
     q_after, after = timed(lambda: DeltaTable(path).to_pyarrow_table(filters=filt))
-    assert before.num_rows == after.num_rows > 0
     return {"seconds": seconds, "mb_in": mb_in, "objects_in": metrics.get("numFilesRemoved", 0),
-            "objects_out": metrics.get("numFilesAdded", 0), "q_before": q_before,
-            "q_after": q_after, "rows": before.num_rows, "overlapping": len(files)}
+            "objects_out": metrics.get("numFilesAdded", 0), "q_after": q_after,
+            "rows": after.num_rows, "peak_rss_mb": rss}
+
+
+def child(side: str, path: Path) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, __file__, "--child", side, str(path)], check=True,
+                         stdout=subprocess.PIPE, text=True)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--loads", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--child", nargs=2, metavar=("SIDE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        side, path = args.child
+        print(json.dumps(lake_compact(path) if side == "lakepool" else delta_compact(path)),
+              flush=True)
+        # deltalake's runtime threads abort the interpreter's exit now and then
+        # ("terminate called without an active exception"): the result is out, leave at once.
+        os._exit(0)
     table = pq.read_table(lineitem(args.sf))
     # tpchgen writes string_view; deltalake wants plain strings, and lakepool normalizes anyway.
     table = table.cast(pa.schema([pa.field(f.name, pa.string() if pa.types.is_string_view(f.type)
                                            else f.type) for f in table.schema]))
     parts = slices(table, args.loads)
     workdir = Path(tempfile.mkdtemp(prefix="lakepool-compaction-bench-"))
+    sides = {"lakepool": (lake_load, workdir / "lake"), "deltalake": (delta_load, workdir / "delta")}
+    rounds: dict[str, list[dict[str, Any]]] = {s: [] for s in sides}
+    loads: list[float] = []
     try:
-        ours = lake_side(parts, workdir)
-        theirs = delta_side(parts, workdir)
+        loaded = {s: fn(parts, src) for s, (fn, src) in sides.items()}
+        del parts, table
+        for r in range(args.repeat):
+            for s in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+                src = sides[s][1]
+                dst = workdir / f"{src.name}-{r}"
+                shutil.copytree(src, dst)
+                loads.append(os.getloadavg()[0])
+                rounds[s].append(child(s, dst))
+                shutil.rmtree(dst, ignore_errors=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"compaction of lineitem sf={args.sf:g} in {args.loads} overlapping loads "
-          f"({table.num_rows:,} rows) on {platform.machine()}, python {platform.python_version()}")
-    print(f"{'system':<10} {'input MB':>9} {'files in→out':>13} {'seconds':>8} {'MB/s':>7} "
-          f"{'query before':>13} {'query after':>12} {'rows':>6}")
-    for name, r in (("lakepool", ours), ("deltalake", theirs)):
-        print(f"{name:<10} {r['mb_in']:>9.1f} {r['objects_in']:>6}→{r['objects_out']:<6} "
-              f"{r['seconds']:>8.2f} {r['mb_in'] / r['seconds']:>7.1f} {r['q_before']:>12.3f}s "
-              f"{r['q_after']:>11.3f}s {r['rows']:>6}")
-    ratio = (ours["mb_in"] / ours["seconds"]) / (theirs["mb_in"] / theirs["seconds"])
+          f"({loaded['lakepool']['rows']} rows on the query day) on {platform.machine()}, "
+          f"{os.cpu_count()} CPUs, python {platform.python_version()}, pyarrow {pa.__version__}; "
+          f"{args.repeat} rounds, 1-min load average {min(loads):.1f}–{max(loads):.1f}")
+    print(f"{'system':<10} {'input MB':>9} {'files in→out':>13} {'seconds (range)':>20} "
+          f"{'MB/s':>6} {'peak RSS MB':>17} {'query before':>13} {'query after':>12}")
+    mbps = {}
+    for s, rs in rounds.items():
+        secs = [r["seconds"] for r in rs]
+        rss = [r["peak_rss_mb"] for r in rs]
+        med = statistics.median(secs)
+        mbps[s] = rs[0]["mb_in"] / med
+        assert all(r["rows"] == loaded[s]["rows"] for r in rs)
+        print(f"{s:<10} {rs[0]['mb_in']:>9.1f} {rs[0]['objects_in']:>6}→{rs[0]['objects_out']:<6} "
+              f"{med:>7.2f} ({min(secs):.2f}–{max(secs):.2f}) {mbps[s]:>6.1f} "
+              f"{statistics.median(rss):>6.0f} ({min(rss):.0f}–{max(rss):.0f}) "
+              f"{loaded[s]['q_before']:>12.3f}s {statistics.median(r['q_after'] for r in rs):>11.3f}s")
+    ratio = mbps["lakepool"] / mbps["deltalake"]
     print(f"target: lakepool throughput >= deltalake's: {'met' if ratio >= 1 else 'NOT met'} "
-          f"({ratio:.2f}x)")
+          f"({ratio:.2f}x, medians)")
 
 
 if __name__ == "__main__":

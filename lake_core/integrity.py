@@ -158,6 +158,44 @@ def read_verified(
     return file.read(columns=columns)
 
 
+def open_checked(store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str) -> pq.ParquetFile:
+    """The object opened for a whole read decoded piece by piece (a streaming compaction),
+    after the checks of :func:`read_verified` (size, checksum, footer). On local disk the bytes
+    are checksummed in 1 MiB reads and then decoded from the file, so the object is never held
+    whole in memory (objects are immutable: the second read sees the bytes the first checked);
+    on other stores the fetched bytes are checked and decoded from memory."""
+    key = PoolLayout(pool_id).data(meta.id)
+    path = store.local_path(key)
+    if path is None:
+        data = store.get(key)
+        check_bytes(meta, data, pool)
+        source: pa.NativeFile = pa.BufferReader(data)
+    else:
+        size, crc = 0, 0
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    size += len(chunk)
+                    crc = zlib.crc32(chunk, crc)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(key) from None
+        if size != meta.size:
+            raise _corrupt(meta, pool, f"it is {size} bytes, its commit recorded {meta.size}")
+        found = f"{CHECKSUM_ALGORITHM}:{crc & 0xFFFFFFFF:08x}"
+        recorded = meta.checksum
+        checked = recorded is not None and recorded.partition(":")[0] == CHECKSUM_ALGORITHM
+        if checked and found != recorded:
+            raise _corrupt(meta, pool, f"checksum {found}, its commit recorded {recorded}")
+        source = pa.OSFile(path, "r")
+    try:
+        # Column chunks read in 64 KiB pieces, not whole: a merge holds many objects open.
+        file = pq.ParquetFile(source, pre_buffer=False, buffer_size=1 << 16)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise _corrupt(meta, pool, f"not readable as Parquet ({e})") from None
+    check_footer(meta, OpenObject(key, file), pool)
+    return file
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The outcome of verifying one object: ``problem`` is None when it is intact.

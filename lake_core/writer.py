@@ -16,7 +16,8 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,6 +231,173 @@ def write_objects(
             on_object(meta)
         start = pos
     return metas
+
+
+class _Pending:
+    """Sorted rows not yet written, pulled from a stream of tables only as far as needed."""
+
+    def __init__(self, chunks: Iterable[pa.Table]) -> None:
+        self._chunks = iter(chunks)
+        self._parts: deque[pa.Table] = deque()
+        self.rows = 0
+        self._done = False
+
+    def fill(self, rows: int) -> None:
+        while self.rows < rows and not self._done:
+            t = next(self._chunks, None)
+            if t is None:
+                self._done = True
+            elif t.num_rows:
+                self._parts.append(t)
+                self.rows += t.num_rows
+
+    def empty(self) -> bool:
+        self.fill(1)
+        return self.rows == 0
+
+    def first(self) -> pa.Table:
+        self.fill(1)
+        return self._parts[0]
+
+    def take(self, rows: int) -> pa.Table:
+        """The next ``rows`` rows (fewer at the end of the stream)."""
+        self.fill(rows)
+        out: list[pa.Table] = []
+        need = rows
+        while need and self._parts:
+            head = self._parts[0]
+            if head.num_rows <= need:
+                out.append(self._parts.popleft())
+                need -= head.num_rows
+            else:
+                out.append(head.slice(0, need))
+                self._parts[0] = head.slice(need)
+                need = 0
+        got = sum(t.num_rows for t in out)
+        self.rows -= got
+        return out[0] if len(out) == 1 else pa.concat_tables(out)
+
+    def run_length(self, key: PoolKey, prev: list[pa.Scalar[Any]]) -> int:
+        """How many of the next rows have the key ``prev`` (pulling more while all do)."""
+        count = 0
+        i = 0
+        while True:
+            while i >= len(self._parts) and not self._done:
+                self.fill(self.rows + 1)
+            if i >= len(self._parts):
+                return count
+            part = self._parts[i]
+            same: Any = None
+            for column, p in zip(key.key_columns(part), prev, strict=True):
+                col: Any = column
+                eq: Any = (
+                    pc.is_null(col) if not p.is_valid else pc.fill_null(pc.equal(col, p), False)
+                )
+                same = eq if same is None else pc.and_(same, eq)
+            idx = pc.index(same, False).as_py()
+            if idx != -1:
+                return count + idx
+            count += part.num_rows
+            i += 1
+
+
+def write_sorted(
+    store: ObjectStore,
+    pool_id: str,
+    chunks: Iterable[pa.Table],
+    schema: pa.Schema,
+    key: PoolKey,
+    options: WriteOptions = WriteOptions(),
+    *,
+    clock: Clock = SYSTEM_CLOCK,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+    partition: str | None = None,
+) -> list[ObjectMeta]:
+    """:func:`write_objects` of ``presorted`` rows arriving as a stream of tables of
+    ``schema`` (a streaming compaction's merge): the same cutting, row groups and metadata,
+    holding only the rows of the row group being written. The row size that sizes row groups
+    is taken from the first table rather than the whole input."""
+    pending = _Pending(chunks)
+    if pending.empty():
+        return []
+    head = pending.first()
+    row_bytes = max(1, head.nbytes // head.num_rows)
+    rows_per_group = max(
+        1,
+        min(
+            max(_MIN_ROWS_PER_GROUP, options.seek_stride // row_bytes),
+            options.target_size // row_bytes,
+        ),
+    )
+    written_row_bytes: float | None = None
+    footer = 0
+    dictionary_limit = min(
+        1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE)
+    )
+    key_names = [f for f in key.fields if f in schema.names]
+    metas: list[ObjectMeta] = []
+    while not pending.empty():
+        sink = pa.BufferOutputStream()
+        count = 0
+        compression: Any = options.compression
+        part_stats: list[dict[str, ColumnMeta]] = []
+        key_parts: list[pa.Table] = []
+        with pq.ParquetWriter(
+            sink, schema, compression=compression, dictionary_pagesize_limit=dictionary_limit
+        ) as w:
+            while not pending.empty():
+                rows = rows_per_group
+                last = False
+                if written_row_bytes is not None:
+                    remaining = max(0, options.target_size - footer - sink.tell())
+                    to_target = max(1, math.ceil(remaining / written_row_bytes))
+                    if to_target <= rows:
+                        rows, last = to_target, True
+                group = pending.take(rows)
+                count += _put(w, group, part_stats, key_parts, key_names)
+                written_row_bytes = max(1.0, sink.tell() / count)
+                if (last or sink.tell() + footer >= options.target_size) and not pending.empty():
+                    prev = [c[group.num_rows - 1] for c in key.key_columns(group)]
+                    run = pending.run_length(key, prev)
+                    if run:  # keep the run of equal keys whole
+                        count += _put(w, pending.take(run), part_stats, key_parts, key_names)
+                    break
+            body = sink.tell()
+        object_id = new_id(clock)
+        data = sink.getvalue()
+        footer = data.size - body
+        payload = data.to_pybytes()
+        store.put(PoolLayout(pool_id).data(object_id), payload)
+        keys = pa.concat_tables(key_parts) if len(key_parts) > 1 else key_parts[0]
+        lo, hi = _key_bounds(keys, key)
+        meta = ObjectMeta(
+            id=object_id,
+            min=lo,
+            max=hi,
+            count=count,
+            size=data.size,
+            columns=_merge_stats(part_stats),
+            partition=partition,
+            checksum=checksum(payload),
+        )
+        metas.append(meta)
+        if on_object is not None:
+            on_object(meta)
+    return metas
+
+
+def _put(
+    w: pq.ParquetWriter,
+    group: pa.Table,
+    stats: list[dict[str, ColumnMeta]],
+    keys: list[pa.Table],
+    key_names: list[str],
+) -> int:
+    """Write ``group`` as one row group, noting its stats and key columns; its row count."""
+    w.write_table(group, row_group_size=group.num_rows)
+    stats.append(table_meta(group))
+    keys.append(group.select(key_names))
+    return int(group.num_rows)
 
 
 def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:

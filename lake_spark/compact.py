@@ -2,7 +2,7 @@
 
 The driver plans exactly as :func:`lake_core.maintenance.compact` does (the policy's runs, or
 the given objects per partition), under the caller's maintenance lock. Each run is one task:
-lake_core's ``merge_run`` reads and merge-sorts the run's objects, lake_core's writer writes
+lake_core's ``merge_run`` streams a k-way merge of the run's objects, lake_core's writer writes
 the output near the target size, and the outputs carry the same ``plan_size`` tags, so the
 policy reaches the same fixpoint. The driver then commits the new objects and the deletes of
 every source in one commit, with the caller's ``guard`` checked at the commit point. If any

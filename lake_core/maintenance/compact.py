@@ -10,8 +10,7 @@ racing a compaction never conflict: they only add objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import NotFoundError
 from lake_core.ingest.schema import conform_to
-from lake_core.integrity import read_verified
+from lake_core.integrity import open_checked
 from lake_core.maintenance.policy import (
     PLAN_SIZE_TAG,
     CompactionRun,
@@ -31,9 +30,10 @@ from lake_core.maintenance.policy import (
     planned_size,
     span,
 )
+from lake_core.merge import DEFAULT_WINDOW_BYTES, batch_rows, merge_sorted, read_ahead
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
-from lake_core.writer import WriteOptions, sort_table, write_objects
+from lake_core.writer import WriteOptions, write_sorted
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
@@ -63,23 +63,36 @@ def _explicit_runs(pool: Pool, snap_objects: Any, ids: list[str]) -> list[Compac
     return runs
 
 
-def merge_run(pool: Pool, run: CompactionRun, schema: pa.Schema) -> pa.Table:
-    """The rows of ``run``'s objects, merged in pool-key order (ties in object-id order)."""
+def run_schema(run: CompactionRun, schema: pa.Schema) -> pa.Schema:
+    """The pool's columns that some object of ``run`` has, in the pool's order."""
     names = {n for o in run.objects for n in o.columns}
-    run_schema = pa.schema([f for f in schema if f.name in names])
+    return pa.schema([f for f in schema if f.name in names])
 
-    def read(o: ObjectMeta) -> pa.Table:
-        # Every byte is fetched anyway: check it is the object the commit recorded.
-        table = read_verified(pool.store, pool.id, o, pool.name)
-        # Lossless: a layout-only commit must not change a row, so an int64 value the pool's
-        # float64 would round stops the compaction instead.
-        return conform_to(table, run_schema, lossless=True)
 
+def merge_run(
+    pool: Pool, run: CompactionRun, schema: pa.Schema, *, window_bytes: int = DEFAULT_WINDOW_BYTES
+) -> Iterator[pa.Table]:
+    """The rows of ``run``'s objects in pool-key order (ties in object-id order, then row
+    order), streamed as sorted tables of :func:`run_schema`: a k-way merge of the objects,
+    which are each sorted already (the writer's invariant), reading about ``window_bytes`` of
+    decoded rows at a time over all objects, a batch ahead on a few threads."""
+    fitted = run_schema(run, schema)
     ordered = sorted(run.objects, key=lambda o: o.id)
-    # Parquet decoding releases the GIL: read the sources on a few threads (order kept).
-    with ThreadPoolExecutor(max_workers=min(4, len(ordered))) as ex:
-        parts = list(ex.map(read, ordered))
-    return sort_table(pa.concat_tables(parts), pool.config.key)
+
+    def read(o: ObjectMeta) -> Iterator[pa.Table]:
+        # Every byte is fetched anyway: check it is the object the commit recorded.
+        file = open_checked(pool.store, pool.id, o, pool.name)
+        meta = file.metadata
+        decoded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        # A batch is at most a row group's worth (the seek stride), however few the sources.
+        window = min(window_bytes, len(ordered) * pool.config.seek_stride)
+        rows = batch_rows(decoded / max(1, meta.num_rows), len(ordered), window)
+        for batch in file.iter_batches(batch_size=rows, use_threads=False):
+            # Lossless: a layout-only commit must not change a row, so an int64 value the
+            # pool's float64 would round stops the compaction instead.
+            yield conform_to(pa.Table.from_batches([batch]), fitted, lossless=True)
+
+    return merge_sorted([read(o) for o in ordered], pool.config.key, fitted)
 
 
 def plan_runs(pool: Pool, objects: Any, object_ids: list[str] | None) -> list[CompactionRun]:
@@ -95,18 +108,18 @@ def write_run(
     schema: pa.Schema,
     on_object: Callable[[ObjectMeta], None] | None = None,
 ) -> list[ObjectMeta]:
-    """Merge-sort one run and write it as objects near the target size, tagged with the size
+    """Merge one run and write it as objects near the target size, tagged with the size
     each output stands for so the policy sees the same sums next time and reaches a fixpoint
     (see policy.py). Not committed. Runs on the driver or inside a Spark task alike."""
     target = pool.config.target_size
-    table = merge_run(pool, run, schema)
-    written = write_objects(
+    # The merge runs on a thread a piece ahead, so it overlaps the encoding of the last piece.
+    written = write_sorted(
         pool.store,
         pool.id,
-        table,
+        read_ahead(merge_run(pool, run, schema), depth=1),
+        run_schema(run, schema),
         pool.config.key,
         WriteOptions(target, pool.config.seek_stride),
-        presorted=True,
         clock=pool.clock,
         partition=run.partition,
         on_object=on_object,
