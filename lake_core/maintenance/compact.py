@@ -74,8 +74,8 @@ def merge_run(
 ) -> Iterator[pa.Table]:
     """The rows of ``run``'s objects in pool-key order (ties in object-id order, then row
     order), streamed as sorted tables of :func:`run_schema`: a k-way merge of the objects,
-    which are each sorted already (the writer's invariant), reading about ``window_bytes`` of
-    decoded rows at a time over all objects, a batch ahead on a few threads."""
+    which are each sorted already (the writer's invariant), reading about ``window_bytes`` (as Parquet's
+    uncompressed size) at a time over all objects, a batch ahead on a few threads."""
     fitted = run_schema(run, schema)
     ordered = sorted(run.objects, key=lambda o: o.id)
 
