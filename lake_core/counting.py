@@ -48,9 +48,10 @@ def count_rows(
     store: ObjectStore, pool_id: str, key: PoolKey, snap: Snapshot, where: str | None = None
 ) -> CountResult:
     """The number of rows of ``snap`` for which ``where`` is true (all rows without it)."""
-    objects = list(snap.objects.values())
-    if where is None:
-        return CountResult(sum(o.count for o in objects), len(objects), len(objects), 0)
+    if where is None:  # from the snapshot's arrays: no object's metadata is built
+        total = len(snap.objects)
+        return CountResult(snap.count, total, total, 0)
+    objects = snap.objects
     # A Scan validates the predicate against the schema and prunes exactly as a query does.
     scan = Scan(store, pool_id, key, snap, where)
     expr = parse_predicate(where)
