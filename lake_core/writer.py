@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,30 +84,6 @@ def write_partitioned(
     return out
 
 
-def _run_end(key_cols: list[pa.ChunkedArray[Any]], start: int, n: int) -> int:
-    """First row index >= ``start`` whose key differs from row ``start - 1`` (or ``n``)."""
-    if start <= 0 or start >= n:
-        return start
-    probe = start
-    step = 4096
-    while probe < n:
-        stop = min(n, probe + step)
-        same: Any = None
-        for col in key_cols:
-            prev = col[start - 1]
-            part: Any = col.slice(probe, stop - probe)
-            eq: Any = (
-                pc.is_null(part) if not prev.is_valid else pc.fill_null(pc.equal(part, prev), False)
-            )
-            same = eq if same is None else pc.and_(same, eq)
-        idx = pc.index(same, False).as_py()
-        if idx != -1:
-            return probe + idx
-        probe = stop
-        step *= 2
-    return n
-
-
 def _key_bounds(table: pa.Table, key: PoolKey) -> tuple[list[object] | None, list[object] | None]:
     """(min, max) of a sorted table's key, ascending terms, nulls ignored."""
     present = [f for f in key.fields if f in table.schema.names]
@@ -146,91 +122,35 @@ def write_objects(
     if table.num_rows == 0:
         return []
     table = table.combine_chunks()
-    # Rows are gathered into key order one row group at a time, so the sorted table is never
-    # materialized whole. (Gathering the next group on a worker thread while this one encodes
-    # was tried: on the 2-vCPU benchmark VM it cost 15-25% more CPU and saved no wall time.)
     order = None if presorted else _sort_order(table, key)
-    n = table.num_rows
-    row_bytes = max(1, table.nbytes // n)
-    # A group never spans more than the target: with a 16KB target, a 4MB stride's worth of
-    # small records would otherwise make one object of the whole input.
-    rows_per_group = max(
-        1,
-        min(
-            max(_MIN_ROWS_PER_GROUP, options.seek_stride // row_bytes),
-            options.target_size // row_bytes,
-        ),
+    return write_sorted(
+        store,
+        pool_id,
+        _in_key_order(table, order),
+        table.schema,
+        key,
+        options,
+        clock=clock,
+        on_object=on_object,
+        partition=partition,
+        tags=tags,
+        row_bytes=max(1, table.nbytes // table.num_rows),
     )
-    # Compressed bytes per row, learnt from the bytes written (None until the first group),
-    # and the footer's size, learnt from the last object (it counts against the target).
-    written_row_bytes: float | None = None
-    footer = 0
-    dictionary_limit = min(
-        1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE)
-    )
-    keys = table.select([f for f in key.fields if f in table.schema.names])
-    if order is not None:
-        keys = keys.take(order)
-    key_cols = key.key_columns(keys)
-    metas: list[ObjectMeta] = []
-    start = 0
-    while start < n:
-        sink = pa.BufferOutputStream()
-        pos = start
-        compression: Any = options.compression
-        part_stats: list[dict[str, ColumnMeta]] = []
-        with pq.ParquetWriter(
-            sink,
-            table.schema,
-            compression=compression,
-            dictionary_pagesize_limit=dictionary_limit,
-        ) as w:
-            while pos < n:
-                rows = rows_per_group
-                last = False
-                if written_row_bytes is not None:
-                    # Size the group that reaches the target from what rows cost so far.
-                    remaining = max(0, options.target_size - footer - sink.tell())
-                    to_target = max(1, math.ceil(remaining / written_row_bytes))
-                    if to_target <= rows:
-                        rows, last = to_target, True
-                stop = min(n, pos + rows)
-                group, stats = _group(table, order, pos, stop)
-                w.write_table(group, row_group_size=stop - pos)
-                part_stats.append(stats)
-                pos = stop
-                written_row_bytes = max(1.0, sink.tell() / (pos - start))
-                if (last or sink.tell() + footer >= options.target_size) and pos < n:
-                    run_end = _run_end(key_cols, pos, n)
-                    if run_end > pos:  # keep the run of equal keys whole
-                        group, stats = _group(table, order, pos, run_end)
-                        w.write_table(group, row_group_size=run_end - pos)
-                        part_stats.append(stats)
-                        pos = run_end
-                    break
-            body = sink.tell()
-        object_id = new_id(clock)
-        data = sink.getvalue()
-        footer = data.size - body
-        payload = data.to_pybytes()
-        store.put(PoolLayout(pool_id).data(object_id), payload)
-        lo, hi = _key_bounds(keys.slice(start, pos - start), key)
-        meta = ObjectMeta(
-            id=object_id,
-            min=lo,
-            max=hi,
-            count=pos - start,
-            size=data.size,
-            columns=_merge_stats(part_stats),
-            partition=partition,
-            tags=dict(tags or {}),
-            checksum=checksum(payload),
-        )
-        metas.append(meta)
-        if on_object is not None:
-            on_object(meta)
-        start = pos
-    return metas
+
+
+#: Rows gathered into key order per step by :func:`_in_key_order`.
+_GATHER_ROWS = 65_536
+
+
+def _in_key_order(table: pa.Table, order: pa.Array[Any] | None) -> Iterator[pa.Table]:
+    """``table``'s rows in key order, a bounded slice at a time, so the sorted table is never
+    materialized whole. (Gathering the next slice on a worker thread while one encodes was
+    tried: on the 2-vCPU benchmark VM it cost 15-25% more CPU and saved no wall time.)"""
+    for start in range(0, table.num_rows, _GATHER_ROWS):
+        if order is None:
+            yield table.slice(start, _GATHER_ROWS)
+        else:
+            yield table.take(order.slice(start, _GATHER_ROWS))
 
 
 class _Pending:
@@ -312,16 +232,19 @@ def write_sorted(
     clock: Clock = SYSTEM_CLOCK,
     on_object: Callable[[ObjectMeta], None] | None = None,
     partition: str | None = None,
+    tags: dict[str, str] | None = None,
+    row_bytes: int | None = None,
 ) -> list[ObjectMeta]:
     """:func:`write_objects` of ``presorted`` rows arriving as a stream of tables of
     ``schema`` (a streaming compaction's merge): the same cutting, row groups and metadata,
-    holding only the rows of the row group being written. The row size that sizes row groups
-    is taken from the first table rather than the whole input."""
+    holding only the rows of the row group being written. ``row_bytes`` sizes row groups;
+    when not given (a stream of unknown length), it is taken from the first table."""
     pending = _Pending(chunks)
     if pending.empty():
         return []
-    head = pending.first()
-    row_bytes = max(1, head.nbytes // head.num_rows)
+    if row_bytes is None:
+        head = pending.first()
+        row_bytes = max(1, head.nbytes // head.num_rows)
     rows_per_group = max(
         1,
         min(
@@ -378,6 +301,7 @@ def write_sorted(
             size=data.size,
             columns=_merge_stats(part_stats),
             partition=partition,
+            tags=dict(tags or {}),
             checksum=checksum(payload),
         )
         metas.append(meta)
@@ -405,17 +329,6 @@ def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:
     if table.num_rows == 0 or not key.sort_keys(table.schema):
         return None
     return key.sort_indices(table)
-
-
-def _group(
-    table: pa.Table, order: pa.Array[Any] | None, start: int, stop: int
-) -> tuple[pa.Table, dict[str, ColumnMeta]]:
-    """Sorted rows ``start``..``stop`` of ``table`` and their column stats."""
-    if order is None:
-        part = table.slice(start, stop - start)
-    else:
-        part = table.take(order.slice(start, stop - start))
-    return part, table_meta(part)
 
 
 def _merge_stats(parts: list[dict[str, ColumnMeta]]) -> dict[str, ColumnMeta]:
