@@ -180,18 +180,31 @@ def vacate(lk: LakeContext, pool: str, before: str, lock_timeout: float) -> None
 @command(
     "purge",
     "physically delete a commit's data now (danger zone)",
-    "  lake purge -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM --force\n",
+    "  lake purge -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM --force\n"
+    "  lake purge -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM --force -f json   # for scripts\n",
 )
 @pool_option("POOL", "the pool")
 @argument("commit_id", "COMMIT-ID", "id of the commit whose data to delete now")
 @option("--force", is_flag=True, help="really delete the data (required)")
 @lock_timeout_option()
+@format_option("table", "json")
 @pass_lake
-def purge(lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout: float) -> None:
+def purge(
+    lk: LakeContext, pool: str, commit_id: str, force: bool, lock_timeout: float, fmt: str
+) -> None:
     if not force:
         raise UsageError(f"purge deletes the data of commit {commit_id} for good: add --force")
     result = lk.pool(pool).purge(commit_id, lock_timeout=lock_timeout)
-    say(json.dumps(result.to_json()) if hasattr(result, "to_json") else str(result))
+    if fmt == "json":
+        say(json.dumps(result.to_json()))
+        return
+    n = len(result.objects)
+    say(
+        f"purged {n} object{'s' if n != 1 else ''} ({human_size(result.bytes)}) "
+        f"added by commit {result.commit_id}"
+    )
+    if result.record:
+        say(f"purge record: {result.record}")
 
 
 @command(

@@ -521,7 +521,7 @@ def branch(
         source.delete_branch(delete)
         say(f"branch {delete} deleted")
         return
-    if name:
+    if name is not None:  # "" is a name to refuse, not a request for the list
         tip = source.create_branch(name, from_ref)
         say(f"branch {name} created at {tip or '(empty)'}")
         return

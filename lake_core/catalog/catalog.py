@@ -243,6 +243,9 @@ class Catalog:
         text = ref.strip()
         if text.isdigit():
             return self.snapshot(int(text))
+        if text.lstrip("-").isdigit():
+            # A negative number is not an export's name: say what versions look like.
+            raise UsageError(f"invalid catalog version {text}: versions count up from 0")
         return self.snapshot_named(text)
 
     def log(self, limit: int | None = None) -> Iterator[CatalogSnapshot]:

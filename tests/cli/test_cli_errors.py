@@ -157,6 +157,11 @@ CASES = {
         2,
         "is out of range",
     ),
+    "negative-ls-version": (
+        lambda _: ["ls", "--at-version", "-1"],
+        2,
+        "invalid catalog version -1: versions count up from 0",
+    ),
     "negative-log-count": (
         lambda _: ["catalog", "log", "-n", "-5"],
         2,

@@ -198,3 +198,33 @@ def test_maintenance_commands(
     assert code == 1 and "history was vacated" in err
     code, _, err = run(capsys, *L, "cleanup", "-p", "m", "--grace", "soon")
     assert code == 2 and "invalid duration" in err
+
+
+def test_purge_says_what_it_deleted_in_text_and_json(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a.json").write_text('{"ts": 1}\n{"ts": 2}\n')
+    (tmp_path / "b.json").write_text('{"ts": 3}\n')
+    code, out, err = run(capsys, *L, "load", "-p", "p", str(tmp_path / "a.json"))
+    assert code == 0, err
+    first = last_id(out)
+    code, out, err = run(capsys, *L, "load", "-p", "p", str(tmp_path / "b.json"))
+    second = last_id(out)
+    code, out, err = run(capsys, *L, "purge", "-p", "p", first, "--force")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("purged 1 object (") and lines[0].endswith(f"by commit {first}")
+    assert lines[1].startswith("purge record: ") and first in lines[1]
+    code, out, err = run(capsys, *L, "purge", "-p", "p", second, "--force", "-f", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["commit"] == second and doc["count"] == 1 and doc["bytes"] > 0
+
+
+def test_branch_with_an_empty_name_is_refused_not_listed(
+    L: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, *L, "branch", "-p", "p", "")
+    assert code != 0 and out == ""
+    assert err.startswith("error: ") and "must not be empty" in err
+    assert [r["name"] for r in rows(capsys, *L, "branch", "-p", "p")] == ["main"]
