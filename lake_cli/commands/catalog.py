@@ -59,7 +59,8 @@ def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolCo
 def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> None:
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
 
-    rows = [
+    pools = _pools(lk.lake(), at_version, as_of)
+    rows: list[dict[str, object]] = [
         {
             "name": str(p.name),
             "id": p.id,
@@ -69,13 +70,19 @@ def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> 
             "created": p.created,
             "schema_mode": p.schema_mode,
         }
-        for p in _pools(lk.lake(), at_version, as_of)
+        for p in pools
     ]
-    write_records(
-        rows,
-        fmt,
-        columns=["name", "id", "key", "order", "target_size", "created", "schema_mode"],
-    )
+    columns = ["name", "id", "key", "order", "target_size", "created", "schema_mode"]
+    if fmt == "json":
+        # Scripts get the retention too (seconds; null: remembered forever); the table keeps
+        # the contract's columns.
+        columns.append("txn_retention_seconds")
+        for row, p in zip(rows, pools, strict=True):
+            retention = p.txn_retention
+            row["txn_retention_seconds"] = (
+                None if retention is None else int(retention.total_seconds())
+            )
+    write_records(rows, fmt, columns=columns)
 
 
 @click.group(

@@ -31,7 +31,7 @@ from lake_cli.parsing import Choice, Number
 from lake_core.clock import to_iso
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.names import MAIN
-from lake_core.units import format_size, human_size, parse_size
+from lake_core.units import format_size, human_size, parse_duration, parse_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -58,7 +58,8 @@ def init(lk: LakeContext) -> None:
     "create",
     "create a pool with branch main",
     "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n"
-    "  lake create metrics --orderby ts:asc --schema-mode strict\n",
+    "  lake create metrics --orderby ts:asc --schema-mode strict\n"
+    "  lake create events --orderby ts --txn-retention 90d\n",
 )
 @argument("pool", "POOL", "name of the new pool: NAME or NAMESPACE.NAME")
 @option(
@@ -87,6 +88,13 @@ def init(lk: LakeContext) -> None:
     "load into an empty pool defines the schema)",
 )
 @option(
+    "--txn-retention",
+    default="30d",
+    metavar="DURATION|forever",
+    help="how long application transaction ids (Pool.load(txn=…), the Dagster IO manager's "
+    "exactly-once markers) are remembered: e.g. 7d, 90d, forever (default 30d)",
+)
+@option(
     "--seek-stride",
     default="4MB",
     metavar="SIZE",
@@ -101,8 +109,10 @@ def create(
     partition_by: str | None,
     target_size: str,
     schema_mode: str,
+    txn_retention: str,
     seek_stride: str,
 ) -> None:
+    retention = None if txn_retention.strip() == "forever" else parse_duration(txn_retention)
     created = lk.lake().create_pool(
         pool,
         orderby,
@@ -110,6 +120,7 @@ def create(
         seek_stride=parse_size(seek_stride),
         partition_by=partition_by,
         schema_mode=schema_mode,
+        txn_retention=retention,
     )
     say(f"pool {created.name} created")
 

@@ -228,3 +228,17 @@ def test_branch_with_an_empty_name_is_refused_not_listed(
     assert code != 0 and out == ""
     assert err.startswith("error: ") and "must not be empty" in err
     assert [r["name"] for r in rows(capsys, *L, "branch", "-p", "p")] == ["main"]
+
+
+def test_create_sets_the_transaction_retention_and_ls_json_shows_it(
+    L: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(capsys, *L, "create", "keep", "--txn-retention", "90d")[0] == 0
+    assert run(capsys, *L, "create", "ever", "--txn-retention", "forever")[0] == 0
+    code, _, err = run(capsys, *L, "create", "bad", "--txn-retention", "soon")
+    assert code == 2 and "invalid duration 'soon'" in err
+    listed = {r["name"]: r for r in rows(capsys, *L, "ls")}
+    assert "bad" not in listed
+    assert listed["keep"]["txn_retention_seconds"] == 90 * 86400
+    assert listed["ever"]["txn_retention_seconds"] is None
+    assert listed["p"]["txn_retention_seconds"] == 30 * 86400
