@@ -440,6 +440,16 @@ class Pool:
         paths = [self.store.arrow_location(k)[1] for k in keys]
         return ds.dataset(paths, schema=scan.pool_schema, format="parquet", filesystem=fs)
 
+    def to_polars(self, ref: str | None = None, *, as_of: datetime | None = None) -> Any:
+        """The snapshot at ``ref`` (branch or commit; default main), as of ``as_of``, as a
+        ``polars.LazyFrame`` whose filters prune objects by their recorded stats and row
+        groups by Parquet's (see :mod:`lake_core.polars_scan`). Unordered. Needs polars."""
+        from lake_core.polars_scan import guaranteed_dataset, lazy_frame
+
+        scan = self.scan(ref, as_of=as_of)
+        keys = [self.layout.data(o.id) for o in scan.objects]
+        return lazy_frame(guaranteed_dataset(self.store, keys, scan))
+
     # -- committing ------------------------------------------------------------------------
 
     def commit(
