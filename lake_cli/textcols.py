@@ -187,9 +187,18 @@ def ndjson_bytes(batch: pa.RecordBatch) -> memoryview:
     return _data_bytes(lines)
 
 
+def _csv_null_markers() -> pa.Array[Any]:
+    """The unquoted fields that ``lake load`` (pyarrow's CSV reader) reads as null."""
+    import pyarrow.csv as pa_csv
+
+    return pa.array(pa_csv.ConvertOptions().null_values or [""], pa.string())
+
+
 def _csv_text(col: Column) -> Column:
     """A column as CSV fields: quoted only where a value holds a quote, comma or line break
-    (as ``csv.writer`` quotes); null is the empty field."""
+    (as ``csv.writer`` quotes), or where it would otherwise read back as null (the empty
+    string, ``NA``, ``NULL``…); null is the empty field. So ``lake load`` of the output
+    gives back the same nulls and strings."""
     t = col.type
     if pa.types.is_boolean(t):
         text = pc.if_else(col, "true", "false")
@@ -200,9 +209,9 @@ def _csv_text(col: Column) -> Column:
         # Which special bytes occur at all is one scan of the values' bytes; only those are
         # then matched value by value (a literal match, far cheaper than a regex).
         present = [c for c in ('"', ",", "\n", "\r") if c.encode() in _value_bytes(text)]
-        if present:
-            special = pc.match_substring(text, present[0])
-            for c in present[1:]:
+        special = pc.is_in(text, value_set=_csv_null_markers())
+        if present or pc.any(special).as_py():
+            for c in present:
                 special = pc.or_(special, pc.match_substring(text, c))
             quoted = pc.binary_join_element_wise(
                 '"', pc.replace_substring(text, '"', '""'), '"', ""

@@ -131,12 +131,19 @@ def read_json(data: bytes, source: str) -> pa.Table:
     return _finish_text(_records_to_table(records, source), source)
 
 
+#: Null markers apply to string columns too, but never to a quoted field.
+_CSV_CONVERT = pa_csv.ConvertOptions(strings_can_be_null=True, quoted_strings_can_be_null=False)
+
+
 def read_csv(data: bytes, source: str) -> pa.Table:
-    """CSV with a header row. Empty fields are null, except in string columns."""
+    """CSV with a header row. An unquoted empty field, or an unquoted ``NA``, ``NULL``, ``N/A``
+    … (pyarrow's null markers, as R and pandas write them), is null in every column; a quoted
+    one (``""``, ``"NA"``) is that string. ``lake query -f csv`` quotes exactly those strings,
+    so its output loads back unchanged."""
     if not data.strip():
         return pa.table({})
     try:
-        table = pa_csv.read_csv(io.BytesIO(data))
+        table = pa_csv.read_csv(io.BytesIO(data), convert_options=_CSV_CONVERT)
     except pa.ArrowInvalid as err:
         raise _locate_csv_error(data, source, err) from None
     if any(pa.types.is_binary(dtype) for dtype in table.schema.types):

@@ -242,3 +242,18 @@ def test_create_sets_the_transaction_retention_and_ls_json_shows_it(
     assert listed["keep"]["txn_retention_seconds"] == 90 * 86400
     assert listed["ever"]["txn_retention_seconds"] is None
     assert listed["p"]["txn_retention_seconds"] == 30 * 86400
+
+
+def test_csv_output_loads_back_with_the_same_nulls_and_strings(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = [{"ts": 1, "s": ""}, {"ts": 2, "s": None}, {"ts": 3, "s": "NA"}, {"ts": 4, "s": "x"}]
+    (tmp_path / "in.json").write_text("\n".join(json.dumps(r) for r in records))
+    assert run(capsys, *L, "load", "-p", "p", str(tmp_path / "in.json"))[0] == 0
+    code, out, err = run(capsys, *L, "query", "-p", "p", "-f", "csv")
+    assert code == 0, err
+    assert out == 'ts,s\n1,""\n2,\n3,"NA"\n4,x\n'
+    (tmp_path / "out.csv").write_text(out)
+    assert run(capsys, *L, "create", "back", "--orderby", "ts:asc")[0] == 0
+    assert run(capsys, *L, "load", "-p", "back", str(tmp_path / "out.csv"))[0] == 0
+    assert rows(capsys, *L, "query", "-p", "back") == records

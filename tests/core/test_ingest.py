@@ -129,16 +129,24 @@ def test_json_array_single_object_and_concatenated_objects(tmp_path: Path) -> No
     assert ndjson_in_json.column("a").to_pylist() == [1, 2]
 
 
-def test_csv_round_trips_and_empty_strings_are_null_except_for_strings(tmp_path: Path) -> None:
-    path = write(tmp_path / "in.csv", "id,x,s,flag\n1,1.5,a,true\n2,,,false\n3,2,c,\n")
+def test_csv_unquoted_empty_and_na_are_null_quoted_ones_are_strings(tmp_path: Path) -> None:
+    """As DuckDB reads CSV: an unquoted empty field (or NA, NULL…) is null in every column,
+    a quoted one is the string, so nulls and empty strings both survive a CSV round trip."""
+    path = write(
+        tmp_path / "in.csv",
+        'id,x,s,flag\n1,1.5,a,true\n2,,,false\n3,2,c,\n4,NA,"",true\n5,3,"NA",\n6,4,NA,\n',
+    )
     table = read_input(path)
     assert table.schema == pa.schema(
         [("id", pa.int64()), ("x", pa.float64()), ("s", pa.string()), ("flag", pa.bool_())]
     )
     assert table.to_pylist() == [
         {"id": 1, "x": 1.5, "s": "a", "flag": True},
-        {"id": 2, "x": None, "s": "", "flag": False},
+        {"id": 2, "x": None, "s": None, "flag": False},
         {"id": 3, "x": 2.0, "s": "c", "flag": None},
+        {"id": 4, "x": None, "s": "", "flag": True},
+        {"id": 5, "x": 3.0, "s": "NA", "flag": None},
+        {"id": 6, "x": 4.0, "s": None, "flag": None},
     ]
 
 
