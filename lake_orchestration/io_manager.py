@@ -1,8 +1,7 @@
 """``LakePoolIOManager``: assets that return tables land in lake pools, and inputs read them.
 
-An asset returning a pyarrow ``Table`` or a pandas ``DataFrame`` (or anything with a
-``to_arrow()`` method, such as a Polars ``DataFrame``; Polars is not installed here, so that
-path is untested) is written as ONE commit on the asset's pool::
+An asset returning a pyarrow ``Table``, a pandas ``DataFrame`` or a Polars ``DataFrame`` (or
+anything with a ``to_arrow()`` method) is written as ONE commit on the asset's pool::
 
     @dg.asset(metadata={"lake/key": "ts:asc", "lake/partition_by": "day(ts)"},
               partitions_def=dg.DailyPartitionsDefinition("2024-01-01"))
@@ -36,7 +35,8 @@ Rules (docs/orchestration.md, "Assets that return tables"):
 - Inputs read the upstream pool at one commit — the input's ``lake/commit`` metadata when
   given (a pin), else the branch tip when the step starts — recorded as the input's
   ``lake/commit`` metadata; a partitioned input on a partitioned pool gets only its
-  partitions' rows. The input's type annotation picks pandas; otherwise a pyarrow Table.
+  partitions' rows. The input's type annotation picks pandas or Polars; otherwise a pyarrow
+  Table.
 - Materialization metadata is what the pool assets report (``lake/commit``,
   ``dagster/row_count``, ``lake/objects``, bytes, key range, schema, rows added/removed).
 """
@@ -274,7 +274,7 @@ class LakePoolIOManager(dg.ConfigurableIOManager):
         if getattr(typ, "__module__", "").startswith("pandas"):
             return table.to_pandas()
         if getattr(typ, "__module__", "").startswith("polars"):
-            import polars as pl  # type: ignore[import-not-found]
+            import polars as pl
 
             return pl.from_arrow(table)
         return table

@@ -244,3 +244,22 @@ def test_a_step_retried_after_an_unknown_commit_outcome_lands_its_rows_once(
     assert again.success and len(list(pool.log())) == 2
     got = [r["amount"] for r in rows(uri, "orders")]
     assert got == ([10, 20] if partitioned else [10, 10, 20, 20])
+
+
+def test_polars_frames_land_and_polars_inputs_read(lake: Lake, lake_uri: str) -> None:
+    import polars as pl
+
+    @dg.asset(metadata={"lake/key": "ts:asc"})
+    def readings() -> pl.DataFrame:
+        return pl.DataFrame({"ts": [ts(1), ts(2), ts(3)], "v": [1, 2, 3]})
+
+    @dg.asset(metadata={"lake/key": "ts:asc"})
+    def high(readings: pl.DataFrame) -> pl.DataFrame:
+        assert isinstance(readings, pl.DataFrame)
+        return readings.filter(pl.col("v") >= 2)
+
+    result = dg.materialize([readings, high], resources=resources(lake_uri))
+    assert result.success
+    assert [r["v"] for r in rows(lake_uri, "readings")] == [1, 2, 3]
+    assert [r["v"] for r in rows(lake_uri, "high")] == [2, 3]
+    assert output_md(result, "high")["dagster/row_count"] == 2
