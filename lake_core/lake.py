@@ -6,7 +6,7 @@ put-if-missing, so two racing ``init``s cannot both succeed.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from lake_core.catalog import Catalog, CatalogPoolRegistry
@@ -162,3 +162,36 @@ class Lake:
     def drop_pool(self, name: str) -> PoolConfig:
         """Remove ``name`` from the registry; its files stay until cleanup."""
         return self.registry.drop(PoolName.parse(name))
+
+    # -- views and metadata tables (lake_core.views, lake_core.introspection) -------------------
+
+    def create_view(self, name: str, sql: str) -> int:
+        """Save the read-only SELECT ``sql`` as view ``name`` in the catalog; returns the catalog
+        version. Refused, changing nothing, when the SQL is not one SELECT, a table it names does
+        not exist, or the name is taken (:func:`lake_core.views.create_view`)."""
+        from lake_core.selectcheck import select_tables
+        from lake_core.views import create_view
+
+        return create_view(self.catalog, name, sql, select_tables, self.catalog.now_millis())
+
+    def drop_view(self, name: str) -> int:
+        """Remove view ``name``; returns the catalog version. Raises NotFoundError."""
+        from lake_core.views import drop_view
+
+        return drop_view(self.catalog, name)
+
+    def views(self) -> list[Any]:
+        """The views of the latest catalog version (:class:`lake_core.views.View`), by name."""
+        from lake_core.views import list_views
+
+        return list_views(self.catalog.snapshot())
+
+    def metadata(
+        self, pool: str, table: str, ref: str | None = None, *, as_of: datetime | None = None
+    ) -> Any:
+        """A metadata table as a ``pyarrow.Table``: ``POOL[@REF]$TABLE`` for TABLE ``commits``,
+        ``objects``, ``branches``, ``partitions``, or ``lake$pools``/``lake$views``
+        (:mod:`lake_core.introspection`)."""
+        from lake_core.introspection import metadata_table
+
+        return metadata_table(self, pool, table, ref, as_of)

@@ -21,6 +21,11 @@ VACATED = "@vacated"
 #: The catalog's maximum name length in UTF-8 bytes (object keys pad names to this width).
 MAX_NAME_BYTES = 64
 DEFAULT_NAMESPACE = "default"
+#: Metadata tables (:mod:`lake_core.introspection`): ``POOL$NAME`` for a pool's, and
+#: ``lake$NAME`` for the lake's (its catalog).
+POOL_TABLES = ("commits", "objects", "branches", "partitions")
+LAKE_TABLES = ("pools", "views")
+LAKE = "lake"
 _FORBIDDEN = set(" .@/")
 
 

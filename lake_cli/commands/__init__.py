@@ -1,13 +1,14 @@
 """The ``lake`` commands, one module per group of them: :mod:`.pool` (init, create, load,
 query, log, branches, …), :mod:`.catalog` (``ls`` and ``lake catalog …``), :mod:`.inspect`
 (schema, count, diff, verify), :mod:`.maintenance` (compact, retain, cleanup, vacate, purge,
-partitions) and :mod:`.spark` (the ``--spark`` paths of load, compact and cleanup)."""
+partitions), :mod:`.view` (``lake view …``) and :mod:`.spark` (the ``--spark`` paths of
+load, compact and cleanup)."""
 
 from __future__ import annotations
 
 import click
 
-from lake_cli.commands import catalog, inspect, maintenance, pool
+from lake_cli.commands import catalog, inspect, maintenance, pool, view
 
 
 def all_commands() -> list[click.Command]:
@@ -41,4 +42,5 @@ def all_commands() -> list[click.Command]:
         inspect.diff,
         inspect.verify,
         catalog.catalog,
+        view.view,
     ]

@@ -1,10 +1,10 @@
-"""``lake ls`` (now, or at a catalog version or time) and ``lake catalog log|rollback|export``:
+"""``lake ls`` (pools and views, now or at a catalog version or time) and ``lake catalog log|rollback|export``:
 the catalog's versions, time travel, rollback and export."""
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,7 @@ from lake_core.units import human_size
 if TYPE_CHECKING:
     from lake_core.lake import Lake
     from lake_core.registry import PoolConfig
+    from lake_core.views import View
 
 
 def _count(text: str) -> int:
@@ -29,22 +30,32 @@ def _count(text: str) -> int:
     return n
 
 
-def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolConfig]:
-    """The pools ``lake ls`` lists: now, or at the version ``--at-version``/``--as-of`` name."""
+def _listing(
+    lake: Lake, at_version: str | None, as_of: str | None
+) -> tuple[list[PoolConfig], list[View]]:
+    """The pools and views ``lake ls`` lists: now, or at the version ``--at-version`` or
+    ``--as-of`` names."""
     # Deferred: the catalog's Arrow nodes and protobuf definitions (lake --help).
     from lake_core.catalog.pools import CatalogPoolRegistry
+    from lake_core.errors import NotFoundError
+    from lake_core.views import list_views
 
     when = parse_time(as_of)
     if at_version is not None:
-        return CatalogPoolRegistry.list_at(lake.catalog.resolve(at_version))
-    if when is not None:
-        return CatalogPoolRegistry.list_at(lake.catalog.snapshot_as_of(when))
-    return lake.pools()
+        snap = lake.catalog.resolve(at_version)
+    elif when is not None:
+        snap = lake.catalog.snapshot_as_of(when)
+    else:
+        try:
+            snap = lake.catalog.snapshot()
+        except NotFoundError:
+            return lake.pools(), []
+    return CatalogPoolRegistry.list_at(snap), list_views(snap)
 
 
 @command(
     "ls",
-    "list pools (now, or at a catalog version or time)",
+    "list pools and views (now, or at a catalog version or time)",
     "  lake ls\n  lake ls -f json\n  lake ls --at-version 12\n  lake ls --as-of 2026-01-05T10:00:00Z\n",
     exclusive=[("--at-version", "--as-of")],
 )
@@ -59,8 +70,8 @@ def _pools(lake: Lake, at_version: str | None, as_of: str | None) -> list[PoolCo
 def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> None:
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
 
-    pools = _pools(lk.lake(), at_version, as_of)
-    rows: list[dict[str, object]] = [
+    pools, views = _listing(lk.lake(), at_version, as_of)
+    rows: list[dict[str, Any]] = [
         {
             "name": str(p.name),
             "id": p.id,
@@ -82,6 +93,22 @@ def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> 
             row["txn_retention_seconds"] = (
                 None if retention is None else int(retention.total_seconds())
             )
+    if views:
+        # A catalog version with views lists them after the pools, told apart by a last
+        # column ``kind``; without views the listing is exactly as it always was.
+        for row in rows:
+            row["kind"] = "pool"
+        rows += [
+            {
+                **dict.fromkeys(columns),
+                "name": str(v.name),
+                "id": v.id,
+                "created": v.created,
+                "kind": "view",
+            }
+            for v in views
+        ]
+        columns.append("kind")
     write_records(rows, fmt, columns=columns)
 
 

@@ -15,7 +15,7 @@ from lake_cli import main
 COMMANDS = (
     "'init', 'create', 'ls', 'drop', 'load', 'add', 'status', 'commit', 'query', 'objects', "
     "'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'retain', 'cleanup', 'vacate', "
-    "'purge', 'partitions', 'drop-partition', 'schema', 'count', 'diff', 'verify', 'catalog'"
+    "'purge', 'partitions', 'drop-partition', 'schema', 'count', 'diff', 'verify', 'catalog', 'view'"
 )
 
 USAGE_ERRORS = [

@@ -30,6 +30,7 @@ class KeyOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 class ViewFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LAKE_QUERY: _ClassVar[ViewFormat]
+    SQL: _ClassVar[ViewFormat]
 CATALOG: ObjectType
 NAMESPACE: ObjectType
 TABLE: ObjectType
@@ -42,6 +43,7 @@ KEY_ORDER_UNSPECIFIED: KeyOrder
 KEY_ORDER_ASC: KeyOrder
 KEY_ORDER_DESC: KeyOrder
 LAKE_QUERY: ViewFormat
+SQL: ViewFormat
 
 class CatalogDef(_message.Message):
     __slots__ = ("id", "major_version", "order", "namespace_name_max_size_bytes", "table_name_max_size_bytes", "view_name_max_size_bytes", "node_file_max_size_bytes", "properties", "txn_ttl_millis", "txn_isolation_level", "exported_snapshots", "index_rule_name_max_size_bytes", "created_at_millis")
@@ -159,7 +161,7 @@ class NamespaceObjectFullName(_message.Message):
     def __init__(self, namespace_name: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
 
 class ViewDef(_message.Message):
-    __slots__ = ("id", "view_format", "pool", "where", "columns", "referenced_object_full_names", "properties", "created_at_millis")
+    __slots__ = ("id", "view_format", "pool", "where", "columns", "referenced_object_full_names", "properties", "created_at_millis", "sql")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +177,7 @@ class ViewDef(_message.Message):
     REFERENCED_OBJECT_FULL_NAMES_FIELD_NUMBER: _ClassVar[int]
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    SQL_FIELD_NUMBER: _ClassVar[int]
     id: str
     view_format: ViewFormat
     pool: str
@@ -183,7 +186,8 @@ class ViewDef(_message.Message):
     referenced_object_full_names: _containers.RepeatedCompositeFieldContainer[NamespaceObjectFullName]
     properties: _containers.ScalarMap[str, str]
     created_at_millis: int
-    def __init__(self, id: _Optional[str] = ..., view_format: _Optional[_Union[ViewFormat, str]] = ..., pool: _Optional[str] = ..., where: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., referenced_object_full_names: _Optional[_Iterable[_Union[NamespaceObjectFullName, _Mapping]]] = ..., properties: _Optional[_Mapping[str, str]] = ..., created_at_millis: _Optional[int] = ...) -> None: ...
+    sql: str
+    def __init__(self, id: _Optional[str] = ..., view_format: _Optional[_Union[ViewFormat, str]] = ..., pool: _Optional[str] = ..., where: _Optional[str] = ..., columns: _Optional[_Iterable[str]] = ..., referenced_object_full_names: _Optional[_Iterable[_Union[NamespaceObjectFullName, _Mapping]]] = ..., properties: _Optional[_Mapping[str, str]] = ..., created_at_millis: _Optional[int] = ..., sql: _Optional[str] = ...) -> None: ...
 
 class IndexRuleDef(_message.Message):
     __slots__ = ("id", "kind", "fields", "properties", "created_at_millis")

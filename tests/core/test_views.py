@@ -1,0 +1,130 @@
+"""SQL views in the catalog (lake_core.views): create, list, drop; what is refused changes
+nothing; versioned with the catalog (time travel, rollback); views written before SQL views
+read as their SELECT; cycles refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.catalog.proto import objects_pb2
+from lake_core.errors import (
+    AlreadyExistsError,
+    InvalidNameError,
+    NotFoundError,
+    PoolNotFoundError,
+    UsageError,
+)
+from lake_core.selectcheck import select_tables
+from lake_core.views import expansion_order, list_views, parse_view_name
+
+
+@pytest.fixture
+def lake(lake_uri: str) -> Lake:
+    lake = Lake.init(LakeConfig(uri=lake_uri, user="tester"))
+    lake.create_pool("flights")
+    lake.create_pool("ops.logs")
+    return lake
+
+
+def test_create_list_drop_and_catalog_versions(lake: Lake) -> None:
+    before = lake.catalog.latest_version()
+    assert before is not None
+    v1 = lake.create_view("jfk", "SELECT * FROM flights WHERE origin = 'JFK';")
+    v2 = lake.create_view(
+        "ops.both", 'SELECT * FROM jfk, ops.logs, "flights@dev$objects", lake$pools'
+    )
+    assert (v1, v2) == (before + 1, before + 2)
+    views = lake.views()
+    assert [str(v.name) for v in views] == ["jfk", "ops.both"]
+    assert views[0].sql == "SELECT * FROM flights WHERE origin = 'JFK'"
+    assert views[1].references == ("jfk", "ops.logs", "flights@dev$objects", "lake$pools")
+    assert [str(v.name) for v in expansion_order(lake.catalog.snapshot().state, views[1].name)] == [
+        "jfk",
+        "ops.both",
+    ]
+    assert lake.drop_view("jfk") == before + 3
+    assert [str(v.name) for v in lake.views()] == ["ops.both"]
+    # Versioned with the catalog: version v2 still has both; a rollback restores them.
+    assert [str(v.name) for v in list_views(lake.catalog.snapshot(v2))] == ["jfk", "ops.both"]
+    assert [str(v.name) for v in list_views(lake.catalog.snapshot(before))] == []
+    lake.catalog.rollback(v1)
+    assert [str(v.name) for v in lake.views()] == ["jfk"]
+    lake.catalog.rollback(v2)
+    assert [v.sql for v in lake.views()][0] == "SELECT * FROM flights WHERE origin = 'JFK'"
+
+
+@pytest.mark.parametrize(
+    ("name", "sql", "error", "match"),
+    [
+        ("v", "DELETE FROM flights", UsageError, "only a read-only SELECT"),
+        ("v", "CREATE TABLE x AS SELECT 1", UsageError, "only a read-only SELECT"),
+        ("v", "SELECT 1; SELECT 2", UsageError, "one SELECT statement expected, not 2"),
+        ("v", "SELEC 1", UsageError, "syntax error"),
+        ("v", "SELECT * FROM read_csv('/etc/passwd')", UsageError, "table functions"),
+        ("v", "SELECT * FROM nope", PoolNotFoundError, "nope: pool not found"),
+        ("v", "SELECT * FROM ns9.flights", PoolNotFoundError, "ns9.flights: pool not found"),
+        ("v", "SELECT * FROM flights$bogus", UsageError, "no such metadata table"),
+        ("v", "SELECT * FROM a.b.c", UsageError, "a table is NAME or NS.NAME"),
+        ("v", "   ", UsageError, "a view needs a SELECT"),
+        ("flights", "SELECT 1", AlreadyExistsError, "pool 'flights' already exists"),
+        ("bad name", "SELECT 1", InvalidNameError, "invalid name 'bad name'"),
+        ("a.b.c", "SELECT 1", InvalidNameError, "a view is NAME or NAMESPACE.NAME"),
+        ("x@y", "SELECT 1", InvalidNameError, "must not contain '@'"),
+    ],
+)
+def test_refused_creates_change_nothing(
+    lake: Lake, name: str, sql: str, error: type[Exception], match: str
+) -> None:
+    version = lake.catalog.latest_version()
+    with pytest.raises(error, match=match):
+        lake.create_view(name, sql)
+    assert lake.catalog.latest_version() == version
+    assert lake.views() == []
+
+
+def test_duplicates_and_unknown_drops_are_refused(lake: Lake) -> None:
+    lake.create_view("v", "SELECT 1")
+    version = lake.catalog.latest_version()
+    with pytest.raises(AlreadyExistsError, match="view 'v' already exists"):
+        lake.create_view("v", "SELECT 2")
+    with pytest.raises(NotFoundError, match="w: view not found"):
+        lake.drop_view("w")
+    assert lake.catalog.latest_version() == version
+    assert [v.sql for v in lake.views()] == ["SELECT 1"]
+
+
+def test_a_cycle_through_a_dropped_view_is_refused(lake: Lake) -> None:
+    lake.create_view("a", "SELECT * FROM flights")
+    lake.create_view("b", "SELECT * FROM a")
+    lake.drop_view("a")
+    version = lake.catalog.latest_version()
+    with pytest.raises(UsageError, match="view a reaches itself: a -> b -> a"):
+        lake.create_view("a", "SELECT * FROM b")
+    assert lake.catalog.latest_version() == version
+
+
+def test_ctes_are_not_tables() -> None:
+    sql = "WITH flights AS (SELECT 1 AS x) SELECT * FROM flights, ns.logs WHERE x IN (SELECT 1 FROM t)"
+    assert select_tables(sql) == ["ns.logs", "t"]
+
+
+def test_a_lake_query_view_reads_as_its_select(lake: Lake) -> None:
+    """A view written before SQL views (format LAKE_QUERY: pool, where, columns)."""
+    with lake.catalog.begin() as txn:
+        txn.create_view(
+            "default",
+            "old",
+            objects_pb2.ViewDef(id="v", pool="ops.logs", where="ts > 5", columns=["ts", "msg"]),
+        )
+        txn.commit()
+    (view,) = lake.views()
+    assert view.sql == 'SELECT "ts", "msg" FROM "ops"."logs" WHERE ts > 5'
+    assert view.references == ("ops.logs",)
+
+
+def test_view_names_follow_the_pool_rules() -> None:
+    assert str(parse_view_name("ops.v")) == "ops.v"
+    assert parse_view_name("v").namespace == "default"
+    with pytest.raises(InvalidNameError, match="must not be empty"):
+        parse_view_name(".v")
