@@ -434,7 +434,16 @@ def test_cli_catalog_commands(lake_uri: str, capsys: pytest.CaptureFixture[str])
     assert main(_lake_cli(lake_uri, "ls", "--at-version", "2", "-f", "json")) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["name"] for r in rows] == ["logs", "ns1.logs"]
-    assert list(rows[0]) == ["name", "id", "key", "order", "target_size", "created", "schema_mode"]
+    assert list(rows[0]) == [
+        "name",
+        "id",
+        "key",
+        "order",
+        "target_size",
+        "created",
+        "schema_mode",
+        "txn_retention_seconds",
+    ]
     assert main(_lake_cli(lake_uri, "ls", "--as-of", log[0]["time"], "-f", "json")) == 0
     assert [json.loads(x)["name"] for x in capsys.readouterr().out.splitlines()] == ["ns1.logs"]
 
