@@ -121,12 +121,13 @@ class ObjectRef:
 
     @property
     def display(self) -> str:
-        """How the CLI prints it: ``ns1``, ``ns1.logs``, or ``logs`` in namespace default."""
+        """How the CLI prints it: ``ns1``, ``ns1.logs``, or ``logs`` (a pool or view) in
+        namespace default."""
         from lake_core.names import DEFAULT_NAMESPACE
 
         if self.type == NAMESPACE:
             return self.namespace
-        if self.type == TABLE and self.namespace == DEFAULT_NAMESPACE:
+        if self.type in (TABLE, VIEW) and self.namespace == DEFAULT_NAMESPACE:
             return self.name
         return f"{self.namespace}.{self.name}"
 
