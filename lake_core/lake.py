@@ -159,6 +159,15 @@ class Lake:
         as a context manager so a ZooKeeper session is closed."""
         return open_lock_provider(self.config, self.id, self.config.uri)
 
+    def sql(self, query: str, *, as_of: datetime | None = None) -> Any:
+        """Run read-only SQL over the lake's pools (``flights``, ``ns.flights``,
+        ``"flights@dev"``, ``"flights@<commit>"``); ``as_of`` applies to every pool. Returns a
+        ``duckdb.DuckDBPyRelation`` (``.arrow()``, ``.df()``, ``.pl()``); see docs/sql.md.
+        Raises SqlSyntaxError, SqlRefusedError, SqlError, PoolNotFoundError."""
+        from lake_core.sql import run_sql  # deferred: DuckDB is imported by SQL only
+
+        return run_sql(query, self.pool, self, as_of=as_of).relation
+
     def drop_pool(self, name: str) -> PoolConfig:
         """Remove ``name`` from the registry; its files stay until cleanup."""
         return self.registry.drop(PoolName.parse(name))

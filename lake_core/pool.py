@@ -34,6 +34,7 @@ from lake_core.errors import (
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PoolNotFoundError,
     RetriesExhaustedError,
     UsageError,
 )
@@ -449,6 +450,19 @@ class Pool:
         scan = self.scan(ref, as_of=as_of)
         keys = [self.layout.data(o.id) for o in scan.objects]
         return lazy_frame(guaranteed_dataset(self.store, keys, scan))
+
+    def sql(self, query: str, *, as_of: datetime | None = None) -> Any:
+        """Read-only SQL over this pool, named as itself (``SELECT … FROM logs``, or
+        ``"logs@dev"`` for another snapshot); see :meth:`lake_core.lake.Lake.sql`. Returns a
+        ``duckdb.DuckDBPyRelation``."""
+        from lake_core.sql import run_sql  # deferred: DuckDB is imported by SQL only
+
+        def open_pool(name: str) -> Pool:
+            if name in (self.name, self.config.name.qualified):
+                return self
+            raise PoolNotFoundError(name, f"pool.sql reads only {self.name}; use lake.sql")
+
+        return run_sql(query, open_pool, None, as_of=as_of).relation
 
     # -- committing ------------------------------------------------------------------------
 

@@ -5,72 +5,35 @@ last, deterministically: objects whose key ranges overlap are read together and 
 (stable, objects taken in id order), non-overlapping runs are emitted one after another, and
 records with a null key come after all others. Only runs are held in memory, not the pool.
 
-Pruning: an object is skipped when its recorded stats prove no row can match ``where``; within
-an object, row groups are skipped the same way from Parquet's statistics. The reader works on
-immutable objects named by one snapshot, so commits landing meanwhile do not affect it.
+Pruning is the read planner's (:mod:`lake_core.planning`): it names the objects to open and,
+once an object's footer is open, the row groups to read; the scan reads exactly those. The
+reader works on immutable objects named by one snapshot, so commits landing meanwhile do not
+affect it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
-from lake_core.expr import (
-    ColumnStats,
-    ExpressionError,
-    columns_of,
-    key_range,
-    may_match,
-    parse_predicate,
-    to_arrow_expression,
-)
+from lake_core.expr import columns_of, parse_predicate, to_arrow_expression
 from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
-from lake_core.live import LiveObjects
 from lake_core.objects import ObjectMeta
+from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
 from lake_core.purge_records import purged_by
-from lake_core.reader import row_group_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore
 
+__all__ = ["Scan", "ScanStats", "object_stats"]
 
-@dataclass
-class ScanStats:
-    """What a scan read, as ``lake query --stats`` prints it."""
-
-    objects_total: int = 0
-    objects_read: int = 0
-    row_groups_read: int = 0
-    rows_read: int = 0
-    bytes_read: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        return asdict(self)
-
-
-def _utc(v: Any) -> Any:
-    if isinstance(v, datetime) and v.tzinfo is None:
-        return v.replace(tzinfo=UTC)
-    return v
-
-
-def object_stats(obj: ObjectMeta, schema: pa.Schema) -> dict[str, ColumnStats]:
-    """Pruning stats for every pool column; a column the object lacks is all null."""
-    out: dict[str, ColumnStats] = {}
-    for name in schema.names:
-        col = obj.columns.get(name)
-        if col is None:
-            out[name] = ColumnStats(None, None, obj.count, obj.count)
-        else:
-            out[name] = ColumnStats(col.decoded_min(), col.decoded_max(), col.nulls, obj.count)
-    return out
+#: The counters ``--stats`` prints; kept under this name for callers of the scan.
+ScanStats = ReadStats
 
 
 class Scan:
@@ -111,33 +74,10 @@ class Scan:
             self.out_schema = pa.schema([self.pool_schema.field(c) for c in columns])
         else:
             self.out_schema = self.pool_schema
-        self.stats = ScanStats(objects_total=len(snapshot.objects))
-        self.objects = [o for o in self._candidates() if self._may_match(o)]
-
-    def _candidates(self) -> Iterable[ObjectMeta]:
-        """The snapshot's objects, less those the key range of ``where`` excludes by their
-        stats (vectorised over the snapshot's arrays). Only a pre-filter: each candidate is
-        still tested by ``_may_match``, and anything it drops ``_may_match`` would drop too,
-        so the result is the same as testing every object."""
-        objects = self.snapshot.objects
-        if self.expr is None or not isinstance(objects, LiveObjects):
-            return objects.values()
-        column = self.key.fields[0]
-        if column not in self.pool_schema.names:
-            return objects.values()
-        try:
-            interval = key_range(self.expr, column, self.pool_schema)
-        except ExpressionError:
-            return objects.values()  # _may_match raises it, as before, if any object is live
-        if interval is None:
-            return objects.values()
-        picked = objects.within(column, *interval)
-        return objects.values() if picked is None else picked
-
-    def _may_match(self, obj: ObjectMeta) -> bool:
-        if self.expr is None:
-            return True
-        return may_match(self.expr, object_stats(obj, self.pool_schema), self.pool_schema)
+        #: The planner's decision: which objects to open, which row groups to read.
+        self.plan = plan_read(snapshot, key, self.expr, schema=self.pool_schema)
+        self.stats: ReadStats = self.plan.stats
+        self.objects: list[ObjectMeta] = self.plan.objects
 
     def _runs(self) -> list[list[ObjectMeta]]:
         """Groups of objects whose key ranges overlap, in output order."""
@@ -175,22 +115,8 @@ class Scan:
             raise PurgedObjectError(obj.id, purged_by(self.store, self.pool_id, obj.id)) from None
         meta = opened.metadata
         file_names = set(opened.file.schema_arrow.names)  # a property that rebuilds the schema
-        groups = []
-        for rg in range(meta.num_row_groups):
-            if self.expr is not None:
-                raw = row_group_stats(meta, rg)
-                stats = {
-                    name: ColumnStats(_utc(lo), _utc(hi), nulls, rows)
-                    for name, (lo, hi, nulls, rows) in raw.items()
-                }
-                for name in self.pool_schema.names:
-                    if name not in file_names:
-                        rows = meta.row_group(rg).num_rows
-                        stats[name] = ColumnStats(None, None, rows, rows)
-                if not may_match(self.expr, stats, self.pool_schema):
-                    continue
-            groups.append(rg)
-        self.stats.objects_read += 1
+        groups = self.plan.row_groups(obj, meta)
+        self.plan.opened()
         if not groups:
             return
         wanted = set(self.out_schema.names) | set(self.key.fields)
@@ -202,14 +128,7 @@ class Scan:
         )
         for step in [[g] for g in groups] if stream else [groups]:
             table = opened.file.read_row_groups(step, columns=read_cols)
-            self.stats.row_groups_read += len(step)
-            self.stats.rows_read += table.num_rows
-            self.stats.bytes_read += sum(
-                meta.row_group(rg).column(i).total_compressed_size
-                for rg in step
-                for i in range(meta.num_columns)
-                if meta.row_group(rg).column(i).path_in_schema.split(".")[0] in read_cols
-            )
+            self.plan.read(meta, step, read_cols, table.num_rows)
             full = conform_to(table, schema)
             if self.filter is not None:
                 full = full.filter(self.filter)

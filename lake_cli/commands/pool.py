@@ -20,6 +20,7 @@ from lake_cli.options import (
     as_of_option,
     command,
     commit_options,
+    complete_pools,
     format_option,
     input_format_option,
     option,
@@ -27,7 +28,7 @@ from lake_cli.options import (
     spark_options,
     where_option,
 )
-from lake_cli.parsing import Choice, Number
+from lake_cli.parsing import Choice, CommandLineError, Number
 from lake_core.clock import to_iso
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.names import MAIN
@@ -277,14 +278,34 @@ def commit(
 
 @command(
     "query",
-    "print the records of a snapshot in pool-key order",
+    "run read-only SQL over pools, or print the records of a snapshot in pool-key order",
+    '  lake query "SELECT carrier, count(*) AS n FROM flights GROUP BY carrier ORDER BY n DESC"\n'
+    "  lake query \"SELECT count(*) FROM flights WHERE day = DATE '2026-01-05'\" --stats\n"
+    "  lake query 'SELECT * FROM \"flights@dev\" EXCEPT SELECT * FROM flights' -f json\n"
+    '  lake query "SELECT * FROM ns.logs LIMIT 10" --as-of 2026-01-05T10:00:00Z -f csv\n'
     "  lake query -p logs\n"
     '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
     "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
-    "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n",
+    "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n"
+    '\nSQL (docs/sql.md): one SELECT; tables are pools (flights, ns.flights, "flights@dev",\n'
+    '"flights@<commit>"); WHERE prunes objects and row groups as --where does; writes,\n'
+    "file-reading functions and settings are refused.\n",
 )
-@pool_option("POOL[@REF]")
-@as_of_option()
+@argument(
+    "sql",
+    "SQL",
+    "a read-only SQL query over the lake's pools (instead of -p)",
+    required=False,
+)
+@option(
+    "-p",
+    "pool",
+    metavar="POOL[@REF]",
+    help="print this pool's records (instead of SQL): "
+    "the pool, optionally @BRANCH or @COMMIT-ID (default main)",
+    shell_complete=complete_pools,
+)
+@as_of_option("as of this ISO 8601 time (every pool of a SQL query), e.g. 2026-01-05T10:00:00Z")
 @where_option()
 @option("--columns", metavar="A,B", help="only these columns, comma-separated, in this order")
 @option(
@@ -302,7 +323,8 @@ def commit(
 @pass_lake
 def query(
     lk: LakeContext,
-    pool: str,
+    sql: str | None,
+    pool: str | None,
     as_of: str | None,
     where: str | None,
     columns: str | None,
@@ -312,6 +334,22 @@ def query(
     fmt: str,
     output: str | None,
 ) -> None:
+    if sql is not None:
+        from lake_cli.sqlquery import run_sql_query
+
+        ctx = click.get_current_context()
+        if pool is not None:
+            raise CommandLineError(
+                "a SQL query names its pools itself: give SQL or -p POOL, not both", ctx
+            )
+        given = {"--where": where, "--columns": columns, "--order": order, "--limit": limit}
+        extra = [name for name, value in given.items() if value is not None]
+        if extra:
+            raise CommandLineError(f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx)
+        run_sql_query(lk, sql, parse_time(as_of), stats, fmt, output)
+        return
+    if pool is None:
+        raise CommandLineError("lake query needs a SQL query or -p POOL", click.get_current_context())
     import pyarrow as pa  # deferred, as write_records (lake --help)
 
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
@@ -665,4 +703,3 @@ def revert(
     done = target.revert(commit_id, branch or MAIN, message=message, meta=parse_meta(meta))
     say(report.changed(f"reverted {commit_id}", done))
     say(f"{done.id} committed")
-

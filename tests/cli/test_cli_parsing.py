@@ -75,13 +75,16 @@ USAGE_ERRORS = [
     # every missing required argument at once, in declaration order
     (["merge"], "the following arguments are required: -p, SOURCE, --into (see lake merge --help)"),
     (["merge", "-p", "p", "--nope", "x"], "the following arguments are required: --into (see lake merge --help)"),
-    (["--bogus", "query"], "the following arguments are required: -p (see lake query --help)"),
+    (["--bogus", "objects"], "the following arguments are required: -p (see lake objects --help)"),
     # unknown words last: the first one, blaming the command it was given to
     (["-x", "ls"], "unrecognized option -x (see lake --help)"),
     (["catalog", "--zz", "log"], "unrecognized option --zz (see lake catalog log --help)"),
-    (["query", "-p", "p", "extra", "--nope"], "unexpected argument 'extra' (see lake query --help)"),
-    (["query", "-p", "p", "-x y"], "unrecognized option -x y (see lake query --help)"),
-    (["query", "-p", "p", "--", "x"], "unrecognized option -- (see lake query --help)"),
+    (["objects", "-p", "p", "extra", "--nope"], "unexpected argument 'extra' (see lake objects --help)"),
+    (["objects", "-p", "p", "-x y"], "unrecognized option -x y (see lake objects --help)"),
+    (["objects", "-p", "p", "--", "x"], "unrecognized option -- (see lake objects --help)"),
+    # lake query takes SQL as its positional: with -p as well it is a usage error
+    (["query", "-p", "p", "SELECT 1"], "a SQL query names its pools itself: give SQL or -p POOL, not both (see lake query --help)"),
+    (["query"], "lake query needs a SQL query or -p POOL (see lake query --help)"),
     (["branch", "-p", "p", "a", "b"], "unexpected argument 'b' (see lake branch --help)"),
     (["diff", "-p", "p", "--", "a", "--", "b", "c"], "unexpected argument 'b' (see lake diff --help)"),
     # positionals are matched in runs between options, as argparse did

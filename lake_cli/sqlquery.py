@@ -1,0 +1,49 @@
+"""``lake query "SQL"``: read-only SQL over the lake's pools, run by embedded DuckDB after the
+lake has planned what to read (lake_core.sql). Output follows the contract of ``lake query``:
+``-f table|json|csv|parquet``, ``-o FILE``, ``--stats`` as one JSON line on stderr (per
+pool table, as the query names it), errors as one ``error:`` line, exit 1."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+from lake_cli.context import LakeContext
+from lake_core.errors import UsageError
+
+#: Rows per Arrow batch handed from DuckDB to the writers.
+_BATCH_ROWS = 64 * 1024
+
+
+def run_sql_query(
+    lk: LakeContext,
+    sql: str,
+    as_of: datetime | None,
+    stats: bool,
+    fmt: str,
+    output: str | None,
+) -> None:
+    import duckdb
+
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_core.sql import engine_error, run_sql
+
+    if output is not None:
+        try:  # fail as one line before reading anything; "a" neither truncates nor needs a read
+            open(output, "ab").close()
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    lake = lk.lake()
+    run = run_sql(sql, lake.pool, lake, as_of=as_of)
+    try:
+        reader = run.relation.to_arrow_reader(_BATCH_ROWS)
+        if output is not None and fmt != "parquet":
+            with open(output, "w", encoding="utf-8", newline="") as f:
+                write_records(reader, fmt, out=f)
+        else:
+            write_records(reader, fmt, path=output)
+    except duckdb.Error as e:
+        raise engine_error(e) from None
+    if stats:
+        sys.stderr.write(json.dumps(run.stats()) + "\n")

@@ -1,0 +1,265 @@
+"""The read planner: the one place that decides which objects and row groups of a snapshot
+must be read for a predicate.
+
+Every read engine consumes a :class:`ReadPlan`: pyarrow for ``lake query -p`` (:mod:`lake_core.scan`),
+DuckDB for SQL (:mod:`lake_core.sql`), Spark for the same SQL at scale. None of them prunes on
+its own account, so ``--where`` and SQL skip exactly the same data, and ``--stats`` counts the
+same way everywhere.
+
+Pruning is a list of :class:`Pruner` rules, applied in order. Each may veto whole objects
+(from the snapshot's metadata, before anything is read) and row groups (from an opened
+object's footer, decided lazily when the engine opens it). Today there is one rule,
+:class:`StatsPruner` (min/max/null counts of the commit and of Parquet's row groups). Search
+indexes (issue 15) and OTree cubes or sampling (issue 16) plug in as further rules in this same
+list; each keeps its own counters (:attr:`ReadPlan.pruned`), so a plan can say which rule
+skipped what.
+
+Invariants:
+
+* Soundness: a rule vetoes an object or a row group only when it proves that no row in it can
+  make the predicate TRUE (or, for a sampling rule, when the sample it stands for excludes it).
+  Engines still evaluate the full predicate on what is read, so results are exact.
+* A rule's :meth:`Pruner.candidates` (a vectorised pre-filter over the snapshot's arrays) is a
+  superset of what its :meth:`Pruner.keep_object` keeps: using it changes speed, never the plan.
+* The plan names objects in snapshot order; counters only grow, and ``objects_total`` is the
+  snapshot's live object count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_core.expr import ColumnStats, Expr, ExpressionError, key_range, may_match
+from lake_core.live import LiveObjects
+from lake_core.objects import ObjectMeta
+from lake_core.reader import row_group_stats
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
+
+    from lake_core.poolkey import PoolKey
+    from lake_core.snapshot import Snapshot
+
+__all__ = [
+    "PruneCounts",
+    "Pruner",
+    "ReadPlan",
+    "ReadStats",
+    "RowGroupView",
+    "StatsPruner",
+    "object_stats",
+    "plan_read",
+]
+
+
+@dataclass
+class ReadStats:
+    """What a read read, as ``lake query --stats`` prints it (per pool)."""
+
+    objects_total: int = 0
+    objects_read: int = 0
+    row_groups_read: int = 0
+    rows_read: int = 0
+    bytes_read: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class PruneCounts:
+    """What one pruning rule skipped."""
+
+    objects: int = 0
+    row_groups: int = 0
+
+
+@dataclass(frozen=True)
+class RowGroupView:
+    """One row group of an opened object, as pruning rules see it."""
+
+    obj: ObjectMeta
+    metadata: pq.FileMetaData
+    index: int
+    #: The columns the object's file holds (a column added to the pool later is absent).
+    file_columns: frozenset[str]
+
+
+def _utc(v: Any) -> Any:
+    if isinstance(v, datetime) and v.tzinfo is None:
+        return v.replace(tzinfo=UTC)
+    return v
+
+
+def object_stats(obj: ObjectMeta, schema: pa.Schema) -> dict[str, ColumnStats]:
+    """Pruning stats for every pool column; a column the object lacks is all null."""
+    out: dict[str, ColumnStats] = {}
+    for name in schema.names:
+        col = obj.columns.get(name)
+        if col is None:
+            out[name] = ColumnStats(None, None, obj.count, obj.count)
+        else:
+            out[name] = ColumnStats(col.decoded_min(), col.decoded_max(), col.nulls, obj.count)
+    return out
+
+
+def row_group_column_stats(group: RowGroupView, schema: pa.Schema) -> dict[str, ColumnStats]:
+    """Pruning stats of one row group from Parquet's statistics; a pool column the file lacks
+    is all null."""
+    raw = row_group_stats(group.metadata, group.index)
+    stats = {
+        name: ColumnStats(_utc(lo), _utc(hi), nulls, rows)
+        for name, (lo, hi, nulls, rows) in raw.items()
+    }
+    for name in schema.names:
+        if name not in group.file_columns:
+            rows = group.metadata.row_group(group.index).num_rows
+            stats[name] = ColumnStats(None, None, rows, rows)
+    return stats
+
+
+class Pruner:
+    """One pruning rule. The base class keeps everything; a rule overrides what it can decide.
+
+    ``name`` keys the rule's :class:`PruneCounts` in :attr:`ReadPlan.pruned`.
+    """
+
+    name = "pruner"
+
+    def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
+        """A vectorised pre-filter: the objects that may survive :meth:`keep_object`, or None
+        to test every object. Must never drop an object :meth:`keep_object` would keep."""
+        return None
+
+    def keep_object(self, obj: ObjectMeta) -> bool:
+        """False vetoes the object (nothing of it is read)."""
+        return True
+
+    def keep_row_group(self, group: RowGroupView) -> bool:
+        """False vetoes the row group (decided when the object's footer is open)."""
+        return True
+
+
+class StatsPruner(Pruner):
+    """Min/max/null-count pruning for a predicate: objects by the stats their commit recorded
+    (pre-filtered on the first key field's bounds, vectorised), row groups by Parquet's.
+    Raises :class:`~lake_core.expr.ExpressionError` where the predicate does not fit the
+    schema (as :func:`~lake_core.expr.may_match` does)."""
+
+    name = "stats"
+
+    def __init__(self, predicate: Expr, schema: pa.Schema, key: PoolKey) -> None:
+        self.predicate, self.schema, self.key = predicate, schema, key
+
+    def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
+        column = self.key.fields[0]
+        if column not in self.schema.names:
+            return None
+        try:
+            interval = key_range(self.predicate, column, self.schema)
+        except ExpressionError:
+            return None  # keep_object raises it, as before, if any object is live
+        if interval is None:
+            return None
+        return objects.within(column, *interval)
+
+    def keep_object(self, obj: ObjectMeta) -> bool:
+        return may_match(self.predicate, object_stats(obj, self.schema), self.schema)
+
+    def keep_row_group(self, group: RowGroupView) -> bool:
+        return may_match(self.predicate, row_group_column_stats(group, self.schema), self.schema)
+
+
+@dataclass
+class ReadPlan:
+    """The objects of one snapshot a read must open, and how to pick their row groups.
+
+    Engines open each of :attr:`objects` (or only some: a LIMIT may stop early), call
+    :meth:`row_groups` with its footer, read those groups, and report with
+    :meth:`opened` / :meth:`read`, which keep :attr:`stats`.
+    """
+
+    schema: pa.Schema
+    predicate: Expr | None
+    objects: list[ObjectMeta]
+    pruners: Sequence[Pruner]
+    stats: ReadStats
+    pruned: dict[str, PruneCounts] = field(default_factory=dict)
+
+    def row_groups(self, obj: ObjectMeta, metadata: pq.FileMetaData) -> list[int]:
+        """The row groups of ``obj`` (its footer ``metadata``) every rule keeps."""
+        if not self.pruners:
+            return list(range(metadata.num_row_groups))
+        file_columns = frozenset(metadata.schema.to_arrow_schema().names)
+        kept = []
+        for rg in range(metadata.num_row_groups):
+            view = RowGroupView(obj, metadata, rg, file_columns)
+            for rule in self.pruners:
+                if not rule.keep_row_group(view):
+                    self.pruned[rule.name].row_groups += 1
+                    break
+            else:
+                kept.append(rg)
+        return kept
+
+    def opened(self) -> None:
+        """Count an object opened (its footer read)."""
+        self.stats.objects_read += 1
+
+    def read(
+        self, metadata: pq.FileMetaData, groups: Sequence[int], columns: Iterable[str], rows: int
+    ) -> None:
+        """Count ``groups`` of an object read, ``rows`` rows, in the file's ``columns``."""
+        wanted = set(columns)
+        self.stats.row_groups_read += len(groups)
+        self.stats.rows_read += rows
+        self.stats.bytes_read += sum(
+            metadata.row_group(rg).column(i).total_compressed_size
+            for rg in groups
+            for i in range(metadata.num_columns)
+            if metadata.row_group(rg).column(i).path_in_schema.split(".")[0] in wanted
+        )
+
+
+def plan_read(
+    snapshot: Snapshot,
+    key: PoolKey,
+    predicate: Expr | None = None,
+    *,
+    schema: pa.Schema | None = None,
+    pruners: Sequence[Pruner] | None = None,
+) -> ReadPlan:
+    """Plan reading ``snapshot`` for rows where ``predicate`` may be TRUE.
+
+    ``schema`` is the pool schema literals are typed by (default: the snapshot's). ``pruners``
+    replaces the default rules (:class:`StatsPruner` when there is a predicate); later rules
+    (indexes, sampling) are appended to that list by their callers.
+    """
+    schema = schema if schema is not None else (snapshot.schema or pa.schema([]))
+    if pruners is None:
+        pruners = [StatsPruner(predicate, schema, key)] if predicate is not None else []
+    objects = snapshot.objects
+    stats = ReadStats(objects_total=len(objects))
+    pruned = {rule.name: PruneCounts() for rule in pruners}
+    pool: Iterable[ObjectMeta] = objects.values()
+    if pruners and isinstance(objects, LiveObjects):
+        for rule in pruners:
+            picked = rule.candidates(objects)
+            if picked is not None:
+                pruned[rule.name].objects += len(objects) - len(picked)
+                pool = picked
+                break
+    chosen = []
+    for obj in pool:
+        for rule in pruners:
+            if not rule.keep_object(obj):
+                pruned[rule.name].objects += 1
+                break
+        else:
+            chosen.append(obj)
+    return ReadPlan(schema, predicate, chosen, pruners, stats, pruned)

@@ -1,0 +1,318 @@
+"""Running SQL over a lake in embedded DuckDB: the lake plans, DuckDB executes.
+
+For each query a fresh in-memory DuckDB connection is made. Each table name the query uses is
+resolved (:mod:`lake_core.sql.resolve`); each pool snapshot is planned by the read planner
+(:mod:`lake_core.planning`) with the predicate the query's WHERE implies for it
+(:mod:`lake_core.sql.analyze`), and DuckDB is given exactly the planned data:
+
+* **local disk**: a view over ``read_parquet`` of the planned object files (DuckDB's native
+  reader, the fastest path; DuckDB skips row groups itself from the same WHERE), with columns
+  an older object lacks read as NULL and types cast to the pool schema;
+* **S3** (no httpfs needed): a ``pyarrow.dataset`` of the planned fragments with their planned
+  row groups, read through the store's Arrow filesystem (:meth:`ObjectStore.arrow_location`)
+  and streamed to DuckDB batch by batch, never materialised.
+
+Then the connection is sandboxed before the query runs: ``allowed_paths`` lists the planned
+files only, external access is disabled, the time zone is UTC (so timestamp literals mean
+what the lake's pruning takes them to mean) and the configuration is locked. The returned
+relation keeps the connection alive.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_core.errors import ObjectNotFoundError, PoolNotFoundError, PurgedObjectError
+from lake_core.expr import Expr
+from lake_core.objects import ObjectMeta
+from lake_core.planning import ReadPlan, plan_read
+from lake_core.purge_records import purged_by
+from lake_core.sql.analyze import Analysis, analyze
+from lake_core.sql.errors import SqlError
+from lake_core.sql.resolve import PoolTable, Resolved, TableTable, ViewTable, resolve_table
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from lake_core.lake import Lake
+    from lake_core.pool import Pool
+
+__all__ = ["SqlRun", "run_sql"]
+
+#: How deep views may nest (a view naming itself, directly or not, stops here).
+_MAX_VIEW_DEPTH = 16
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass
+class _PoolRead:
+    """One pool snapshot as the query reads it."""
+
+    name: str
+    table: PoolTable
+    plan: ReadPlan
+    local: bool
+    files: list[str] = field(default_factory=list)
+    counted: bool = False
+
+
+@dataclass
+class SqlRun:
+    """A prepared query: the DuckDB relation and what the lake planned for it."""
+
+    relation: duckdb.DuckDBPyRelation
+    connection: duckdb.DuckDBPyConnection
+    analysis: Analysis
+    reads: list[_PoolRead]
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        """Per pool table (as named in the query): objects_total, objects_read,
+        row_groups_read, rows_read, bytes_read — what the plan hands DuckDB. On local disk
+        the row groups are counted from the footers on first call (DuckDB reads the planned
+        files itself and may skip still more)."""
+        out: dict[str, dict[str, int]] = {}
+        for read in self.reads:
+            if not read.counted:
+                _count_local(read, self.analysis.columns)
+            out[read.name] = read.plan.stats.to_json()
+        return out
+
+
+def _query_columns(columns: frozenset[str] | None, file_columns: list[str]) -> list[str]:
+    if columns is None:
+        return file_columns
+    wanted = {c.lower() for c in columns}
+    return [c for c in file_columns if c.lower() in wanted]
+
+
+def _count_local(read: _PoolRead, columns: frozenset[str] | None) -> None:
+    import pyarrow.parquet as pq
+
+    for obj, path in zip(read.plan.objects, read.files, strict=True):
+        metadata = pq.read_metadata(path)
+        groups = read.plan.row_groups(obj, metadata)
+        read.plan.opened()
+        rows = sum(metadata.row_group(g).num_rows for g in groups)
+        names = metadata.schema.to_arrow_schema().names
+        read.plan.read(metadata, groups, _query_columns(columns, names), rows)
+    read.counted = True
+
+
+def _object_path(pool: Pool, obj: ObjectMeta) -> str:
+    """The local file of ``obj``, checked to be there at its recorded size."""
+    key = pool.layout.data(obj.id)
+    path = pool.store.local_path(key)
+    assert path is not None
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise PurgedObjectError(obj.id, purged_by(pool.store, pool.id, obj.id)) from None
+    if size != obj.size:
+        from lake_core.errors import CorruptDataObjectError
+
+        raise CorruptDataObjectError(
+            pool.name, obj.id, f"it is {size} bytes, its commit recorded {obj.size}"
+        )
+    return path
+
+
+class _Session:
+    def __init__(
+        self,
+        open_pool: Callable[[str], Pool],
+        lake: Lake | None,
+        as_of: datetime | None,
+        progress: bool,
+    ) -> None:
+        import duckdb
+
+        self.con = duckdb.connect(":memory:")
+        self.open_pool, self.lake, self.as_of = open_pool, lake, as_of
+        self.run("SET TimeZone='UTC'")
+        self.run(f"SET enable_progress_bar={'true' if progress else 'false'}")
+        self.reads: list[_PoolRead] = []
+        self.allowed: list[str] = []
+        self.schemas: set[str] = set()
+        self.serial = 0
+        #: Columns the query mentions (None: ``*``), for the bytes_read counter.
+        self.columns: frozenset[str] | None = None
+
+    def run(self, sql: str) -> list[Any]:
+        """Execute and finish ``sql`` (a connection runs one result at a time)."""
+        return self.con.execute(sql).fetchall()
+
+    def internal_name(self) -> str:
+        self.serial += 1
+        return f"__lake_{self.serial}"
+
+    def view_target(self, key: str) -> str:
+        """``"ns"."flights"`` for ``ns.flights`` (creating the schema), else ``"flights@dev"``."""
+        schema, dot, table = key.partition(".")
+        if not dot or "@" in schema or "$" in schema:
+            return _quote(key)
+        if schema not in self.schemas:
+            self.run(f"CREATE SCHEMA IF NOT EXISTS {_quote(schema)}")
+            self.schemas.add(schema)
+        return f"{_quote(schema)}.{_quote(table)}"
+
+    def register_arrow(self, key: str, data: Any) -> None:
+        internal = self.internal_name()
+        self.con.register(internal, data)
+        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT * FROM {internal}")
+
+    def add_query(self, analysis: Analysis, depth: int = 0) -> None:
+        """Resolve and register every table ``analysis`` names (views recursively)."""
+        resolved: dict[str, Resolved] = {}
+        for key, ref in analysis.tables.items():
+            try:
+                resolved[key] = resolve_table(ref, self.open_pool, self.lake, self.as_of)
+            except PoolNotFoundError:
+                if key in analysis.cte_names:
+                    continue  # the CTE of that name is what the query reads
+                raise
+        schemas: dict[str, pa.Schema | None] = {
+            k: (r.snapshot.schema if isinstance(r, PoolTable) else None)
+            for k, r in resolved.items()
+        }
+        predicates = analysis.predicates(schemas)
+        for key, source in resolved.items():
+            if isinstance(source, PoolTable):
+                self.add_pool(key, source, predicates.get(key))
+            elif isinstance(source, TableTable):
+                self.register_arrow(key, source.table)
+            elif isinstance(source, ViewTable):
+                if depth >= _MAX_VIEW_DEPTH:
+                    raise SqlError(f"{key}: views nest more than {_MAX_VIEW_DEPTH} deep")
+                inner = analyze(self.con, source.sql)
+                self.add_query(inner, depth + 1)
+                self.run(f"CREATE VIEW {self.view_target(key)} AS {source.sql}")
+
+    def add_pool(self, key: str, source: PoolTable, predicate: Expr | None) -> None:
+        pool, snap = source.pool, source.snapshot
+        schema = snap.schema
+        if schema is None or not len(schema):
+            # Nothing loaded yet: the key fields, typeless, so count(*) is 0 and names bind.
+            schema = pa.schema([(f, pa.null()) for f in pool.config.key.fields])
+        plan = plan_read(snap, pool.config.key, predicate, schema=schema)
+        local = pool.store.local_path(pool.layout.data("probe")) is not None
+        read = _PoolRead(key, source, plan, local)
+        self.reads.append(read)
+        if not plan.objects:
+            read.counted = True
+            self.register_arrow(key, schema.empty_table())
+        elif local:
+            read.files = [_object_path(pool, o) for o in plan.objects]
+            self.allowed.extend(read.files)
+            self.add_parquet_view(key, read, schema)
+        else:
+            read.counted = True
+            self.register_arrow(key, self.dataset(read, schema))
+
+    def add_parquet_view(self, key: str, read: _PoolRead, schema: pa.Schema) -> None:
+        """A view over read_parquet of the planned files, shaped as the pool schema."""
+        files = "[" + ", ".join(_string(f) for f in read.files) + "]"
+        column_sets = {frozenset(o.columns) for o in read.plan.objects}
+        by_name = ", union_by_name=true" if len(column_sets) > 1 else ""
+        source = f"read_parquet({files}{by_name})"
+        probe = self.internal_name()
+        self.con.register(probe, schema.empty_table())
+        wanted = {row[0]: row[1] for row in self.run(f"DESCRIBE {probe}")}
+        self.con.unregister(probe)
+        described = self.run(f"DESCRIBE SELECT * FROM {source}")
+        found = {row[0]: row[1] for row in described}
+        columns = []
+        for name, duck_type in wanted.items():
+            if name not in found:
+                columns.append(f"CAST(NULL AS {duck_type}) AS {_quote(name)}")
+            elif found[name] != duck_type:
+                columns.append(f"CAST({_quote(name)} AS {duck_type}) AS {_quote(name)}")
+            else:
+                columns.append(_quote(name))
+        select = ", ".join(columns)
+        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT {select} FROM {source}")
+
+    def dataset(self, read: _PoolRead, schema: pa.Schema) -> Any:
+        """The planned fragments and row groups as a pyarrow dataset (footers read in
+        parallel: each is a ranged GET)."""
+        import pyarrow.dataset as ds
+
+        from lake_core.integrity import open_verified
+
+        pool, plan = read.table.pool, read.plan
+
+        def footer(obj: ObjectMeta) -> Any:
+            try:
+                return open_verified(pool.store, pool.id, obj, pool.name).metadata
+            except ObjectNotFoundError:
+                raise PurgedObjectError(obj.id, purged_by(pool.store, pool.id, obj.id)) from None
+
+        with ThreadPoolExecutor(max_workers=min(16, len(plan.objects))) as ex:
+            footers = list(ex.map(footer, plan.objects))
+        fmt = ds.ParquetFileFormat()
+        fs, _ = pool.store.arrow_location(pool.layout.data(plan.objects[0].id))
+        fragments = []
+        for obj, metadata in zip(plan.objects, footers, strict=True):
+            groups = plan.row_groups(obj, metadata)
+            plan.opened()
+            if not groups:
+                continue
+            rows = sum(metadata.row_group(g).num_rows for g in groups)
+            names = metadata.schema.to_arrow_schema().names
+            plan.read(metadata, groups, _query_columns(self.columns, names), rows)
+            _, path = pool.store.arrow_location(pool.layout.data(obj.id))
+            fragments.append(fmt.make_fragment(path, filesystem=fs, row_groups=groups))
+        return ds.FileSystemDataset(fragments, schema, fmt, fs)
+
+    def lock(self) -> None:
+        """No file beyond the planned objects, no configuration change, from here on."""
+        paths = "[" + ", ".join(_string(p) for p in self.allowed) + "]"
+        self.run(f"SET allowed_paths={paths}")
+        self.run("SET enable_external_access=false")
+        self.run("SET lock_configuration=true")
+
+
+def run_sql(
+    sql: str,
+    open_pool: Callable[[str], Pool],
+    lake: Lake | None = None,
+    *,
+    as_of: datetime | None = None,
+    progress: bool = False,
+) -> SqlRun:
+    """Prepare ``sql`` (read-only, one SELECT) over the pools ``open_pool`` finds. Raises
+    SqlSyntaxError, SqlRefusedError, SqlError (unknown column …), PoolNotFoundError and the
+    ref errors; executing the relation may raise ``duckdb.Error`` (wrap with
+    :func:`engine_error`)."""
+    import duckdb
+
+    session = _Session(open_pool, lake, as_of, progress)
+    analysis = analyze(session.con, sql)
+    session.columns = analysis.columns
+    session.add_query(analysis)
+    session.lock()
+    try:
+        relation = session.con.sql(sql)
+    except duckdb.Error as e:
+        raise engine_error(e) from None
+    return SqlRun(relation, session.con, analysis, session.reads)
+
+
+def engine_error(error: Exception) -> SqlError:
+    """A DuckDB error as one line: ``Binder Error: Referenced column "x" not found …``."""
+    text = str(error).strip().splitlines()
+    first = text[0] if text else type(error).__name__
+    return SqlError(first)

@@ -1,0 +1,265 @@
+"""SQL over pools (lake_core.sql), on local disk and moto S3: results equal DuckDB over the
+snapshot's rows, pruning is visible in the stats and never changes a result, refs and
+``as_of`` pick snapshots, refused statements change nothing."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, date, datetime
+from typing import Any
+
+import boto3
+import duckdb
+import pyarrow as pa
+import pytest
+
+from lake_core import Lake, LakeConfig
+from lake_core.errors import BranchNotFoundError, PoolNotFoundError
+from lake_core.pool import Pool
+from lake_core.sql import (
+    SqlError,
+    SqlRefusedError,
+    SqlSyntaxError,
+    TableRef,
+    parse_table_name,
+    run_sql,
+)
+from lake_core.sql.analyze import analyze
+
+DAYS = 8
+
+
+def day_rows(d: int) -> pa.Table:
+    n = 6
+    return pa.table(
+        {
+            "day": pa.array([date(2026, 1, 1 + d)] * n, pa.date32()),
+            "ts": pa.array(
+                [datetime(2026, 1, 1 + d, h, tzinfo=UTC) for h in range(n)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "carrier": ["AA", "BB", "CC", "AA", "BB", None],
+            "delay": pa.array([d * 10 + i for i in range(n)], pa.int64()),
+            "origin": ["JFK", "LAX", "JFK", "SFO", "JFK", "LAX"],
+            "f": [0.5, float("nan"), None, 1.5, -1.0, 2.0],
+        }
+    )
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    """One lake per backend for the module (the queries only read; the tests that create
+    pools use their own names): loading per test would dominate the run on S3."""
+    if request.param == "local":
+        uri = str(tmp_path_factory.mktemp("sql")) + "/lake"
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        bucket = f"t-{uuid.uuid4().hex[:20]}"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+        uri = f"s3://{bucket}/lake"
+    return Lake.init(LakeConfig(uri=uri, user="tester"))
+
+
+@pytest.fixture(scope="module")
+def flights(lake: Lake) -> Pool:
+    """Eight one-day objects on main; a branch ``dev`` with a ninth day; a later column on
+    main (``gate``, absent from the older objects)."""
+    pool = lake.create_pool("flights", "day")
+    for d in range(DAYS):
+        pool.load(day_rows(d), message=f"day {d}")
+    pool.create_branch("dev")
+    pool.load(day_rows(DAYS), branch="dev", message="dev day")
+    late = day_rows(DAYS + 1).append_column("gate", pa.array(["g1"] * 6))
+    pool.load(late, message="late day with a gate")
+    return pool
+
+
+def normal(found: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows in a stable order, NaN as a string (NaN is unequal to itself)."""
+    return sorted(
+        (tuple("NaN" if isinstance(v, float) and v != v else v for v in r) for r in found),
+        key=repr,
+    )
+
+
+def oracle(tables: dict[str, pa.Table], sql: str) -> list[tuple[Any, ...]]:
+    """DuckDB over plain Arrow tables: the brute-force answer."""
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    for name, table in tables.items():
+        schema, dot, rest = name.partition(".")
+        if dot and "@" not in schema:
+            con.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+            con.register(f"__t_{rest}", table)
+            con.execute(f'CREATE VIEW "{schema}"."{rest}" AS SELECT * FROM "__t_{rest}"')
+        else:
+            con.register(name, table)
+    return normal(con.sql(sql).fetchall())
+
+
+def rows(lake: Lake, sql: str, **kw: Any) -> list[tuple[Any, ...]]:
+    return normal(lake.sql(sql, **kw).fetchall())
+
+
+QUERIES = [
+    "SELECT carrier, count(*) AS n, sum(delay) FROM flights GROUP BY carrier",
+    "SELECT * FROM flights WHERE day = DATE '2026-01-03'",
+    "SELECT * FROM flights WHERE day = '2026-01-03'",
+    "SELECT delay FROM flights WHERE day BETWEEN '2026-01-02' AND '2026-01-04' AND delay > 20",
+    "SELECT delay FROM flights WHERE delay IN (3, 44, 71) OR carrier IS NULL",
+    "SELECT delay FROM flights WHERE NOT (day <> '2026-01-05') AND carrier LIKE 'A%'",
+    "SELECT delay FROM flights WHERE ts >= TIMESTAMP '2026-01-07 03:00:00' AND ts < '2026-01-08'",
+    "SELECT count(*) FROM flights WHERE carrier IS NOT NULL AND f > 1",
+    "SELECT count(*) FROM flights WHERE f <> f OR f > 1.0",
+    "SELECT gate, count(*) FROM flights GROUP BY gate",
+    "SELECT count(*) FROM flights WHERE gate IS NULL",
+    "WITH d AS (SELECT * FROM flights WHERE day = '2026-01-02') SELECT count(*), sum(delay) FROM d",
+    "SELECT a.delay, b.delay FROM flights a LEFT JOIN flights b "
+    "ON a.delay = b.delay + 1 AND b.day = '2026-01-02' WHERE a.day = '2026-01-02'",
+    "SELECT a.delay FROM flights a LEFT JOIN flights b ON a.delay = b.delay "
+    "WHERE b.day IS NULL OR a.day = '2026-01-03'",
+    "SELECT count(*) FROM flights WHERE delay > (SELECT max(delay) FROM flights "
+    "WHERE day = '2026-01-02')",
+    "SELECT carrier FROM flights WHERE day = '2026-01-04' UNION SELECT carrier FROM flights "
+    "WHERE day = '2026-01-06'",
+    "SELECT * FROM range(3) r, flights WHERE flights.day = '2026-01-01' AND r.range = 1",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_results_equal_duckdb_over_the_snapshot(flights: Pool, lake: Lake, sql: str) -> None:
+    assert rows(lake, sql) == oracle({"flights": flights.read()}, sql)
+
+
+def test_pruning_reads_one_object_of_a_one_day_query(flights: Pool, lake: Lake) -> None:
+    run = run_sql("SELECT count(*) FROM flights WHERE day = '2026-01-03'", lake.pool, lake)
+    assert run.relation.fetchall() == [(6,)]
+    stats = run.stats()["flights"]
+    assert stats["objects_total"] == DAYS + 1
+    assert stats["objects_read"] == 1
+    assert stats["row_groups_read"] == 1
+    assert stats["rows_read"] == 6
+    assert stats["bytes_read"] > 0
+    everything = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    assert everything.relation.fetchall() == [((DAYS + 1) * 6,)]
+    assert everything.stats()["flights"]["objects_read"] == DAYS + 1
+
+
+def test_null_supplying_side_is_not_pruned(flights: Pool, lake: Lake) -> None:
+    sql = (
+        "SELECT count(*) FROM flights a LEFT JOIN flights b "
+        "ON a.delay = b.delay AND b.day = '2026-01-02' WHERE b.day IS NULL"
+    )
+    analysis = analyze(duckdb.connect(), sql)
+    assert analysis.predicates({"flights": flights.schema()})["flights"] is None
+    assert rows(lake, sql) == oracle({"flights": flights.read()}, sql)
+
+
+def test_refs_and_as_of_pick_snapshots(flights: Pool, lake: Lake) -> None:
+    first = list(flights.log())[-1].id
+    dev = flights.read("dev")
+    assert rows(lake, 'SELECT count(*) FROM "flights@dev"') == [(dev.num_rows,)]
+    assert rows(lake, f'SELECT count(*) FROM "flights@{first}"') == [(6,)]
+    # Two snapshots of one pool in one query: the rows dev has and main lacks.
+    diff = 'SELECT delay FROM "flights@dev" EXCEPT SELECT delay FROM flights'
+    assert rows(lake, diff) == oracle({"flights@dev": dev, "flights": flights.read()}, diff)
+    when = list(flights.log())[-3].date  # after the third day's commit
+    assert rows(lake, "SELECT count(*) FROM flights", as_of=when) == [(18,)]
+    with pytest.raises(BranchNotFoundError):
+        lake.sql('SELECT * FROM "flights@nope"')
+
+
+def test_namespaced_pools_and_joins_across_pools(flights: Pool, lake: Lake) -> None:
+    other = lake.create_pool("ops.airports", "code")
+    airports = pa.table({"code": ["JFK", "LAX"], "city": ["New York", "Los Angeles"]})
+    other.load(airports)
+    sql = (
+        "SELECT city, count(*) FROM flights JOIN ops.airports a ON flights.origin = a.code "
+        "WHERE a.code = 'JFK' GROUP BY city"
+    )
+    assert rows(lake, sql) == oracle({"flights": flights.read(), "ops.airports": airports}, sql)
+
+
+def test_pool_sql_reads_its_own_pool(flights: Pool) -> None:
+    table = flights.sql("SELECT max(delay) AS m FROM flights").arrow().read_all()
+    assert table.column("m").to_pylist() == [max(flights.read().column("delay").to_pylist())]
+    with pytest.raises(PoolNotFoundError):
+        flights.sql("SELECT * FROM other")
+
+
+def _listing(lake: Lake) -> list[tuple[str, int]]:
+    return sorted((o.key, o.size) for o in lake.store.list(""))
+
+
+REFUSED = [
+    "INSERT INTO flights VALUES (1)",
+    "UPDATE flights SET delay = 0",
+    "DELETE FROM flights",
+    "CREATE TABLE t AS SELECT 1",
+    "COPY (SELECT 1) TO '/tmp/lake-sql-copy.csv'",
+    "ATTACH '/tmp/lake-sql.db'",
+    "PRAGMA version",
+    "INSTALL httpfs",
+    "SET threads = 1",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT * FROM read_parquet('/tmp/x.parquet')",
+    "SELECT * FROM query('SELECT 1')",
+    "SELECT 1; SELECT 2",
+]
+
+
+@pytest.mark.parametrize("sql", REFUSED)
+def test_refused_statements_change_nothing(flights: Pool, lake: Lake, sql: str) -> None:
+    before = _listing(lake)
+    with pytest.raises(SqlRefusedError):
+        lake.sql(sql)
+    assert _listing(lake) == before
+
+
+def test_errors(flights: Pool, lake: Lake) -> None:
+    with pytest.raises(SqlSyntaxError) as syntax:
+        lake.sql("SELECT * FROM flights WHER day = 1")
+    assert syntax.value.position is not None and "position" in str(syntax.value)
+    with pytest.raises(PoolNotFoundError, match="pool not found"):
+        lake.sql("SELECT * FROM nope")
+    with pytest.raises(SqlError, match="nosuch"):
+        lake.sql("SELECT nosuch FROM flights")
+    with pytest.raises(SqlError, match="unknown metadata table"):
+        lake.sql("SELECT * FROM flights$nosuchmeta")
+
+
+def test_file_access_is_sandboxed_even_past_the_walker(flights: Pool, lake: Lake) -> None:
+    run = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    with pytest.raises(duckdb.Error):
+        run.connection.sql("SELECT * FROM read_csv('/etc/passwd')").fetchall()
+    with pytest.raises(duckdb.Error):
+        run.connection.execute("SET enable_external_access = true")
+
+
+def test_an_empty_pool_has_no_rows(lake: Lake) -> None:
+    if "empty" not in {str(p.name) for p in lake.pools()}:
+        lake.create_pool("empty", "k")
+    assert rows(lake, "SELECT count(*) FROM empty") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("flights", TableRef(None, "flights")),
+        ("ns.flights", TableRef("ns", "flights")),
+        ("flights@dev", TableRef(None, "flights", "dev")),
+        ("ns.flights@dev$objects", TableRef("ns", "flights", "dev", "objects")),
+        ("flights$commits", TableRef(None, "flights", None, "commits")),
+        ("lake$pools", TableRef(None, None, None, "pools")),
+        ("lake@main$commits", TableRef(None, "lake", "main", "commits")),
+    ],
+)
+def test_table_names(text: str, ref: TableRef) -> None:
+    assert parse_table_name(text) == ref
+    assert str(ref) == text
+
+
+@pytest.mark.parametrize("text", ["flights@", "flights$", "@dev", ".flights", "ns."])
+def test_bad_table_names(text: str) -> None:
+    with pytest.raises(Exception, match="table name"):
+        parse_table_name(text)
