@@ -56,6 +56,7 @@ from lake_core.journal import JournalEntry
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_new_columns
 from lake_core.snapshot import Snapshot, apply_commit, check_actions
+from lake_core.stores.base import SyncBatch
 from lake_core.txn import TXN_FIELD, Txn, check_txns, encode_txns, pending
 
 if TYPE_CHECKING:
@@ -182,8 +183,19 @@ def plan_commit(
     )
 
 
-def commit(pool: Pool, request: CommitRequest, guard: Callable[[], None] | None = None) -> Commit:
+def commit(
+    pool: Pool,
+    request: CommitRequest,
+    guard: Callable[[], None] | None = None,
+    durable_first: SyncBatch | None = None,
+) -> Commit:
     """Make ``request`` the tip of its branch atomically; see the module docstring.
+
+    ``durable_first``: the batch the request's data objects were written into without fsync
+    (:meth:`~lake_core.stores.base.ObjectStore.deferring`). The commit object (and snapshot)
+    join it, and the journal append makes all of it durable before the entry's name exists:
+    the small-commit path (docs/architecture.md, "Which fsync protects what"). None: a fresh
+    batch for the commit's own objects.
 
     Raises EmptyTransactionError (nothing to do), BranchNotFoundError, CommitConflictError (a
     deleted object is gone; nothing committed), SchemaConflictError, RetriesExhaustedError,
@@ -193,6 +205,7 @@ def commit(pool: Pool, request: CommitRequest, guard: Callable[[], None] | None 
         raise EmptyTransactionError("nothing to commit")
     branch = request.branch
     retry = pool.lake_config.retry
+    batch = durable_first if durable_first is not None else SyncBatch()
     pending: Commit | None = None
     # Invariant: ``pending`` is only ever discarded while no journal entry can point at it:
     # every earlier append of it was proven lost (its entry number holds another writer's
@@ -213,12 +226,12 @@ def commit(pool: Pool, request: CommitRequest, guard: Callable[[], None] | None 
                 if pending is not None:
                     _discard_commit(pool, pending)
                     pending = None
-                pending = _write_commit(pool, request, parent_id, attempt)
+                pending = _write_commit(pool, request, parent_id, attempt, batch)
             action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
             if guard is not None:
                 guard()
             in_flight = True
-            if _append(pool, head, action, pending, branch):
+            if _append(pool, head, action, pending, branch, batch):
                 return _committed(pool, pending)
             in_flight = False  # proven lost: no entry points at ``pending``
             pool.backoff(attempt)
@@ -239,9 +252,11 @@ def commit(pool: Pool, request: CommitRequest, guard: Callable[[], None] | None 
 
 
 def _write_commit(
-    pool: Pool, request: CommitRequest, parent_id: str | None, attempt: int
+    pool: Pool, request: CommitRequest, parent_id: str | None, attempt: int, batch: SyncBatch
 ) -> Commit:
-    """Plan ``request`` on ``parent_id`` and write the commit object (and its snapshot)."""
+    """Plan ``request`` on ``parent_id`` and write the commit object (and its snapshot), not
+    yet durable: into ``batch``, which the journal append syncs before its commit point."""
+    store = pool.store.deferring(batch)
     parent = pool.snapshot(parent_id)
     planned = plan_commit(
         request,
@@ -257,20 +272,26 @@ def _write_commit(
         snap = apply_commit(parent, planned, pool.config.txn_retention)
         # The snapshot lands before the commit object, so a commit that says it has one
         # always does.
-        pool.store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
+        store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
         pool.remember(planned, snap)
-    pool.store.put_if_missing_idempotent(pool.layout.commit(planned.id), planned.encode())
+    store.put_if_missing_idempotent(pool.layout.commit(planned.id), planned.encode())
     return planned
 
 
 def _append(
-    pool: Pool, head: JournalEntry, action: dict[str, Any], pending: Commit, branch: str
+    pool: Pool,
+    head: JournalEntry,
+    action: dict[str, Any],
+    pending: Commit,
+    branch: str,
+    batch: SyncBatch,
 ) -> bool:
-    """The commit point: append entry ``head.n + 1`` moving ``branch`` to ``pending``.
+    """The commit point: append entry ``head.n + 1`` moving ``branch`` to ``pending``, once
+    ``batch`` (its data and commit objects) is durable.
     True: it landed. False: proven lost (another writer's entry holds that number, so ours
     never can). Otherwise raises CommitStateUnknownError."""
     try:
-        pool.journal.append(head, [action], at=pending.date)
+        pool.journal.append(head, [action], at=pending.date, durable_first=batch)
         return True
     except ObjectExistsError:
         # Taken, and not by our own retried request (append recognises that); the read-back

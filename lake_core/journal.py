@@ -15,10 +15,17 @@ writer wins each number; the losers re-read and try again. HEAD is written after
 with a plain put, so it may lag (or even go back) under races; readers therefore treat it as a
 hint and probe forward (N+1, N+2, …) until an entry is missing. A writer that dies between the
 append and the HEAD update leaves a committed entry that the next reader finds by probing.
+
+A journal object remembers the last entry it read or appended (entries are immutable), so the
+next :meth:`Journal.read_head` starts there: it reads TAIL and probes forward, instead of
+reading HEAD, TAIL and the entry it already holds. TAIL is read because cleanup deletes entries
+below TAIL-1: if TAIL moved past the remembered entry, the remembered entry's successor may
+have been deleted, not never written, and the read starts from HEAD again.
 """
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -37,7 +44,7 @@ from lake_core.errors import (
     ObjectStoreError,
 )
 from lake_core.layout import JournalLayout
-from lake_core.stores.base import ObjectStore
+from lake_core.stores.base import ObjectStore, SyncBatch
 
 JOURNAL_FORMAT = "lakepool.journal"
 JOURNAL_VERSION = 1
@@ -83,6 +90,20 @@ class Journal:
         #: For a store without conditional writes: a lock (Zed's third strategy) held around
         #: "is N+1 free? write it", which put-if-missing otherwise does atomically.
         self.append_lock = append_lock
+        #: The newest entry this object read or wrote (see the module docstring).
+        self._last: JournalEntry | None = None
+        self._last_lock = threading.Lock()
+
+    def _note(self, entry: JournalEntry) -> JournalEntry:
+        with self._last_lock:
+            if self._last is None or entry.n > self._last.n:
+                self._last = entry
+        return entry
+
+    def last_known(self) -> JournalEntry | None:
+        """The newest entry this object has seen, read from nothing: it may be stale. For
+        pre-checks that the commit point re-checks against the real head."""
+        return self._last
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -120,8 +141,13 @@ class Journal:
             raise CorruptObjectError(key, f"malformed journal entry ({type(e).__name__})") from None
 
     def read_head(self) -> JournalEntry:
-        """The last entry: start at the HEAD hint and probe forward past a stale one."""
+        """The last entry: start at the HEAD hint (or the last entry this object saw) and
+        probe forward past a stale one."""
         tail = self.read_tail()
+        known = self._last
+        if known is not None and tail <= known.n + 2:
+            # Entries from TAIL-1 on are never deleted, so known.n + 1 missing means unwritten.
+            return self._note(self._probe_from(known))
         # Entries below TAIL may be gone (vacated and cleaned up); entry TAIL never is.
         hint = max(self._read_int_hint(self.layout.head, 0), tail if tail > 1 else 0)
         entry = JournalEntry(0, None, MappingProxyType({}))
@@ -131,6 +157,9 @@ class Journal:
             except ObjectNotFoundError:
                 if tail > 1:
                     entry = self.read_entry(tail)
+        return self._note(self._probe_from(entry))
+
+    def _probe_from(self, entry: JournalEntry) -> JournalEntry:
         while True:
             try:
                 entry = self.read_entry(entry.n + 1)
@@ -166,13 +195,13 @@ class Journal:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def _put_entry(self, key: str, data: bytes) -> None:
+    def _put_entry(self, key: str, data: bytes, after: SyncBatch | None) -> None:
         """Put-if-missing of an entry whose bytes are ours alone (the nonce). A failure that
         leaves the outcome open is settled by reading the entry back where possible: our
         bytes → it landed; other bytes → ObjectExistsError (another writer took the number,
         so ours never can land); missing or unreadable → the original error (unknown)."""
         try:
-            self.store.put_if_missing_idempotent(key, data)
+            self.store.put_if_missing_idempotent(key, data, after)
         except ObjectExistsError:
             raise
         except ObjectStoreError as e:
@@ -184,7 +213,11 @@ class Journal:
                 raise ObjectExistsError(key) from None
 
     def append(
-        self, after: JournalEntry, actions: list[dict[str, Any]], at: datetime | None = None
+        self,
+        after: JournalEntry,
+        actions: list[dict[str, Any]],
+        at: datetime | None = None,
+        durable_first: SyncBatch | None = None,
     ) -> JournalEntry:
         """Write entry ``after.n + 1`` with put-if-missing; return it. ``at`` is the entry's
         time (default now; a commit passes its own date so ``--as-of <commit date>`` finds it),
@@ -192,7 +225,11 @@ class Journal:
 
         Raises ObjectExistsError when another writer took that number first (nothing was
         written: re-read and retry; our own first try of a retried request counts as
-        success), ObjectStoreError on failure — then the entry may or may not have landed."""
+        success), ObjectStoreError on failure — then the entry may or may not have landed.
+
+        ``durable_first``: objects written without fsync that the entry names (the commit's
+        data and commit objects): made durable before the entry's name exists
+        (:meth:`~lake_core.stores.base.ObjectStore.put_if_missing_after`)."""
         n = after.n + 1
         now = at or self.clock.now()
         if after.ts is not None and now < after.ts:
@@ -213,8 +250,10 @@ class Journal:
             },
         )
         if self.append_lock is None:
-            self._put_entry(self.layout.entry(n), data)
+            self._put_entry(self.layout.entry(n), data, durable_first)
         else:
+            if durable_first:
+                self.store.sync(durable_first)
             with self.append_lock() as held:
                 if self.store.exists(self.layout.entry(n)):
                     raise ObjectExistsError(self.layout.entry(n))
@@ -222,9 +261,9 @@ class Journal:
                 if check is not None:
                     check()  # a lost lock must not write
                 self.store.put(self.layout.entry(n), data)
-        entry = JournalEntry(n, now, MappingProxyType(state), tuple(actions))
+        entry = self._note(JournalEntry(n, now, MappingProxyType(state), tuple(actions)))
         try:
-            self.store.put(self.layout.head, str(n).encode("ascii"))
+            self.store.put_hint(self.layout.head, str(n).encode("ascii"))
         except Exception:  # noqa: BLE001 - HEAD is a hint; readers probe past a stale one
             pass
         return entry

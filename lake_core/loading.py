@@ -26,6 +26,7 @@ from lake_core.ingest import conform_to, normalize_table, read_input, unify_sche
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
+from lake_core.stores.base import SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_partitioned
 
@@ -88,9 +89,19 @@ def write_sources(
     branch: str,
     fmt: str = "auto",
     on_object: Callable[[ObjectMeta], None] | None = None,
+    batch: SyncBatch | None = None,
 ) -> tuple[list[ObjectMeta], pa.Schema]:
-    """Read, check against the branch's schema, and write objects (not committed)."""
-    tip = pool.tip(branch)  # BranchNotFoundError before any work
+    """Read, check against the branch's schema, and write objects (not committed).
+
+    ``batch``: write the objects without fsync, noted there; whoever names them (the journal
+    append, a staging document) must make the batch durable first.
+
+    The branch's schema is the last this process saw when it has seen one (no read): the
+    checks here only refuse early, and the commit re-checks against the real parent."""
+    known = pool.journal.last_known()
+    seen = known is not None and branch in known.state
+    # pool.tip raises BranchNotFoundError before any work.
+    tip = known.state[branch] if known is not None and seen else pool.tip(branch)
     base = pool.snapshot(tip).schema
     table, _ = read_sources(sources, fmt, base)
     if table.num_rows == 0:
@@ -102,7 +113,7 @@ def write_sources(
     check_key_present(mode, pool.name, pool.config.key, table, names)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     objects = write_partitioned(
-        pool.store,
+        pool.store if batch is None else pool.store.deferring(batch),
         pool.id,
         table,
         pool.config.key,
@@ -137,7 +148,10 @@ def load(
     if txns:
         check_txns(pool.snapshot(pool.tip(branch)).txns, txns)
     started = pool.clock.now()
-    objects, schema = write_sources(pool, sources, branch, fmt, on_object)
+    # The objects are written without fsync; the journal append makes them durable, with the
+    # commit object, in one round before its commit point (docs/architecture.md).
+    batch = SyncBatch()
+    objects, schema = write_sources(pool, sources, branch, fmt, on_object, batch)
     names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
     with discarding_on_failure(pool, objects):
         return pool.commit(
@@ -151,6 +165,7 @@ def load(
             source=names,
             guard=write_window_guard(pool.clock, started),
             txn=txns,
+            durable_first=batch,
         )
 
 
@@ -161,7 +176,8 @@ def stage(
     land within the write window (see :mod:`lake_core.inflight`): until it does, cleanup knows
     the objects only by their age."""
     started = pool.clock.now()
-    objects, schema = write_sources(pool, sources, branch, fmt)
+    batch = SyncBatch()  # made durable with the staging document, which names the objects
+    objects, schema = write_sources(pool, sources, branch, fmt, batch=batch)
     staged = Staged(
         new_id(pool.clock),
         objects,
@@ -179,7 +195,7 @@ def stage(
     with discarding_on_failure(pool, objects):
         check_write_window(pool.clock, started)
     pool.store.put_if_missing_idempotent(
-        pool.layout.staged(staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body)
+        pool.layout.staged(staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body), batch
     )
     return staged
 

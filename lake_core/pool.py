@@ -46,7 +46,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.partitions import PartitionSpec
 from lake_core.registry import PoolConfig
 from lake_core.snapshot import Snapshot, apply_commit
-from lake_core.stores.base import ObjectStore
+from lake_core.stores.base import ObjectStore, SyncBatch
 from lake_core.txn import Txn, as_txns
 from lake_core.vacated import read_vacated
 
@@ -482,6 +482,7 @@ class Pool:
         prune_columns: bool = False,
         txn: Txn | Sequence[Txn] | None = None,
         carried_txns: Sequence[Txn] = (),
+        durable_first: SyncBatch | None = None,
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
@@ -490,7 +491,9 @@ class Pool:
         ``txn``: application transactions this commit lands (:mod:`lake_core.txn`), checked
         against the parent of every attempt: TxnCommittedError when one is in already.
         ``carried_txns``: another branch's transactions a merge brings, recorded where above
-        the parent's versions, never refused."""
+        the parent's versions, never refused. ``durable_first``: the batch ``adds`` were
+        written into without fsync (:meth:`ObjectStore.deferring`), made durable before the
+        commit point."""
         request = CommitRequest(
             branch,
             tuple(adds),
@@ -505,7 +508,7 @@ class Pool:
             as_txns(txn),
             tuple(carried_txns),
         )
-        return run_commit(self, request, guard)
+        return run_commit(self, request, guard, durable_first)
 
     def remember(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
         """Cache ``commit`` (and its snapshot): both are immutable once written."""

@@ -19,6 +19,16 @@ Invariants every backend keeps:
   one key, exactly one succeeds. Backends never check-then-write.
 - A successful ``put``/``put_if_missing`` is durable (fsync'd on local disk) before it returns.
 - ``list`` is strongly consistent with completed writes (true of local disk and of S3 since 2020).
+
+Deferred durability (the small-commit path). A commit writes several objects that only its
+journal entry makes reachable. On local disk each durable put costs a file fsync and a
+directory fsync, one after the other. :meth:`ObjectStore.deferring` gives a view of the store
+whose puts return *before* they are durable, noting what they wrote in a :class:`SyncBatch`;
+:meth:`ObjectStore.put_if_missing_after` then makes the whole batch durable (concurrently with
+its own temp file) before its own name appears. The invariant callers keep: nothing that names
+an object of a batch is put before the batch is durable — the journal entry, the commit point,
+is the one put that names them, and it goes through ``put_if_missing_after``. On S3 every PUT
+is durable when it returns: ``deferring`` is the store itself and the batch stays empty.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from __future__ import annotations
 import abc
 import builtins
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -37,6 +47,27 @@ class ObjectInfo:
     key: str
     size: int
     mtime: float
+
+
+@dataclass
+class SyncBatch:
+    """Objects a :meth:`ObjectStore.deferring` view wrote that are not durable yet: store-
+    specific handles (local: file paths, and the directories whose new names must be synced).
+    ``put_if_missing_after`` empties it once they are durable."""
+
+    files: list[str] = field(default_factory=list)
+    dirs: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.dirs)
+
+    def merge(self, other: SyncBatch) -> None:
+        self.files.extend(other.files)
+        self.dirs.update(other.dirs)
+
+    def clear(self) -> None:
+        self.files.clear()
+        self.dirs.clear()
 
 
 class ObjectStore(abc.ABC):
@@ -88,7 +119,30 @@ class ObjectStore(abc.ABC):
             return False
         return True
 
-    def put_if_missing_idempotent(self, key: str, data: bytes) -> None:
+    def deferring(self, batch: SyncBatch) -> ObjectStore:
+        """A view of this store whose ``put`` and ``put_if_missing`` may return before the
+        object is durable, noting it in ``batch`` (see the module docstring). Reads, lists and
+        deletes are the store's own. Default: the store itself (its puts are durable)."""
+        return self
+
+    def sync(self, batch: SyncBatch) -> None:
+        """Make every object in ``batch`` durable, then empty it. Default: nothing to do."""
+        batch.clear()
+
+    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
+        """``put_if_missing``, made only once every object of ``after`` is durable: nothing can
+        name an object that a crash could lose. Default: sync, then put."""
+        self.sync(after)
+        self.put_if_missing(key, data)
+
+    def put_hint(self, key: str, data: bytes) -> None:
+        """Replace a hint file (``HEAD``): atomic, but it need not survive a crash (readers
+        verify hints and probe past stale ones). Default: ``put``."""
+        self.put(key, data)
+
+    def put_if_missing_idempotent(
+        self, key: str, data: bytes, after: SyncBatch | None = None
+    ) -> None:
         """``put_if_missing`` for a key and bytes unique to this writer (a fresh KSUID or UUID
         key, or contents that embed one): a request retried by the SDK after its response was
         lost finds its own first try there and gets ``ObjectExistsError``, yet it succeeded.
@@ -97,11 +151,16 @@ class ObjectStore(abc.ABC):
         (the outcome is then unknown; callers must not assume nothing was written).
 
         Sound only where no other writer can produce the same bytes under the same key:
-        never use it for a key that writers race for with identical contents."""
+        never use it for a key that writers race for with identical contents.
+
+        ``after``: objects to make durable first (:meth:`put_if_missing_after`)."""
         from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
 
         try:
-            self.put_if_missing(key, data)
+            if after:
+                self.put_if_missing_after(key, data, after)
+            else:
+                self.put_if_missing(key, data)
             return
         except ObjectExistsError:
             pass

@@ -58,6 +58,8 @@ def test_sigkill_during_loads_leaves_lake_consistent(lake: Lake, lake_uri: str) 
         assert_objects_intact(pool)
         table = read_all(pool)
         assert table.num_rows == 50 * len(log)
+        if not log:
+            continue  # killed before its first commit (imports are lazy): nothing to compare
         got = sorted(zip(table["w"].to_pylist(), table["i"].to_pylist(), strict=True))
         want = sorted(
             (int(c.message.split()[1]), int(c.message.split()[2]))

@@ -38,6 +38,7 @@ from lake_core.maintenance.cleanup import cleanup
 from lake_core.maintenance.compact import compact
 from lake_core.pool import Pool
 from lake_core.stores import LocalObjectStore
+from lake_core.stores.base import SyncBatch
 from lake_core.stores.s3 import S3ObjectStore
 from tests.faultproxy import FaultProxy, Rule
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
@@ -567,21 +568,40 @@ def test_processes_load_and_compact_under_random_faults(
 
 class InterruptingStore(LocalObjectStore):
     """A local store that raises KeyboardInterrupt on the first put-if-missing of a key
-    matching ``pattern``, after writing it (``land``) or before."""
+    matching ``pattern``, after writing it (``land``) or before. Every way a put-if-missing
+    reaches the disk is cut: the plain one, the unsynced one of a commit's deferred view (the
+    commit object) and the one that syncs a batch first (the journal append of a load)."""
 
     def __init__(self, root: Any, pattern: str, land: bool) -> None:
         super().__init__(root)
         self.pattern, self.land, self.fired = pattern, land, False
 
-    def put_if_missing(self, key: str, data: bytes) -> None:
+    def _cut(self, key: str, put: Callable[[], None]) -> None:
         import re
 
         if not self.fired and re.search(self.pattern, key):
             self.fired = True
             if self.land:
-                super().put_if_missing(key, data)
+                put()
             raise KeyboardInterrupt
-        super().put_if_missing(key, data)
+        put()
+
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        self._cut(key, lambda: super(InterruptingStore, self).put_if_missing(key, data))
+
+    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
+        self._cut(
+            key, lambda: super(InterruptingStore, self).put_if_missing_after(key, data, after)
+        )
+
+    def put_unsynced(self, key: str, data: bytes, batch: SyncBatch, exclusive: bool) -> None:
+        def put() -> None:
+            super(InterruptingStore, self).put_unsynced(key, data, batch, exclusive)
+
+        if exclusive:
+            self._cut(key, put)
+        else:
+            put()
 
 
 def _data_objects(store: LocalObjectStore, pool: Pool) -> set[str]:
