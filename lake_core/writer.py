@@ -16,22 +16,25 @@ Invariants:
 from __future__ import annotations
 
 import math
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lake_core.clock import SYSTEM_CLOCK, Clock
+from lake_core.encode import EncodedGroup, EncodeOptions, encode_group
 from lake_core.ids import new_id
 from lake_core.integrity import checksum
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
-from lake_core.stats import ColumnMeta, encode_value, table_meta
+from lake_core.stats import ColumnMeta, encode_value
+from lake_core.stitch import MAGIC, stitch
 from lake_core.stores.base import ObjectStore
 
 DEFAULT_TARGET_SIZE = 128 * 1024 * 1024
@@ -234,11 +237,21 @@ def write_sorted(
     partition: str | None = None,
     tags: dict[str, str] | None = None,
     row_bytes: int | None = None,
+    threads: int | None = None,
 ) -> list[ObjectMeta]:
     """:func:`write_objects` of ``presorted`` rows arriving as a stream of tables of
     ``schema`` (a streaming compaction's merge): the same cutting, row groups and metadata,
-    holding only the rows of the row group being written. ``row_bytes`` sizes row groups;
-    when not given (a stream of unknown length), it is taken from the first table."""
+    holding only the rows of the row groups being encoded. ``row_bytes`` sizes row groups;
+    when not given (a stream of unknown length), it is taken from the first table.
+
+    Row groups are encoded on up to ``threads`` threads at once (default
+    :data:`ENCODE_THREADS`; 1 encodes on the calling thread) while the next is gathered, and
+    stitched into objects (:mod:`lake_core.stitch`). Where objects are cut does not depend on
+    ``threads``: an object's size so far counts the encoded bytes of all but its latest
+    :data:`CUT_LAG` row groups and estimates those from the bytes per row encoded before, so
+    every thread count writes the same objects, byte for byte. If encoding fails, no further
+    object is written and the error is raised; objects already written were passed to
+    ``on_object``."""
     pending = _Pending(chunks)
     if pending.empty():
         return []
@@ -252,76 +265,166 @@ def write_sorted(
             options.target_size // row_bytes,
         ),
     )
-    written_row_bytes: float | None = None
-    footer = 0
     dictionary_limit = min(
         1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE)
     )
+    encoding = EncodeOptions(options.compression, dictionary_limit)
     key_names = [f for f in key.fields if f in schema.names]
+    workers = ENCODE_THREADS if threads is None else max(1, threads)
     metas: list[ObjectMeta] = []
-    while not pending.empty():
-        sink = pa.BufferOutputStream()
-        count = 0
-        compression: Any = options.compression
-        part_stats: list[dict[str, ColumnMeta]] = []
-        key_parts: list[pa.Table] = []
-        with pq.ParquetWriter(
-            sink, schema, compression=compression, dictionary_pagesize_limit=dictionary_limit
-        ) as w:
+    with _executor(workers) as ex:
+        done = _Encoded()
+        footer = 0
+        building: list[Future[EncodedGroup]] = []
+
+        def submit(group: pa.Table) -> None:
+            building.append(ex.submit(encode_group, group, schema, encoding, key_names))
+
+        try:
             while not pending.empty():
-                rows = rows_per_group
-                last = False
-                if written_row_bytes is not None:
-                    remaining = max(0, options.target_size - footer - sink.tell())
-                    to_target = max(1, math.ceil(remaining / written_row_bytes))
-                    if to_target <= rows:
-                        rows, last = to_target, True
-                group = pending.take(rows)
-                count += _put(w, group, part_stats, key_parts, key_names)
-                written_row_bytes = max(1.0, sink.tell() / count)
-                if (last or sink.tell() + footer >= options.target_size) and not pending.empty():
-                    prev = [c[group.num_rows - 1] for c in key.key_columns(group)]
-                    run = pending.run_length(key, prev)
-                    if run:  # keep the run of equal keys whole
-                        count += _put(w, pending.take(run), part_stats, key_parts, key_names)
-                    break
-            body = sink.tell()
-        object_id = new_id(clock)
-        data = sink.getvalue()
-        footer = data.size - body
-        payload = data.to_pybytes()
-        store.put(PoolLayout(pool_id).data(object_id), payload)
-        keys = pa.concat_tables(key_parts) if len(key_parts) > 1 else key_parts[0]
-        lo, hi = _key_bounds(keys, key)
-        meta = ObjectMeta(
-            id=object_id,
-            min=lo,
-            max=hi,
-            count=count,
-            size=data.size,
-            columns=_merge_stats(part_stats),
-            partition=partition,
-            tags=dict(tags or {}),
-            checksum=checksum(payload),
-        )
-        metas.append(meta)
-        if on_object is not None:
-            on_object(meta)
+                building = []
+                obj = _ObjectSize()
+                while not pending.empty():
+                    rows = rows_per_group
+                    last = False
+                    per_row = done.bytes_per_row()
+                    if per_row is not None:
+                        remaining = max(0, options.target_size - footer - obj.estimate(per_row))
+                        to_target = max(1, math.ceil(remaining / per_row))
+                        if to_target <= rows:
+                            rows, last = to_target, True
+                    group = pending.take(rows)
+                    submit(group)
+                    obj.pending_rows.append(group.num_rows)
+                    # The very first group is waited for: its bytes per row size the rest.
+                    lag = CUT_LAG if per_row is not None else 0
+                    obj.settle(building, lag, done)
+                    per_row = done.bytes_per_row()
+                    assert per_row is not None
+                    if (
+                        last or obj.estimate(per_row) + footer >= options.target_size
+                    ) and not pending.empty():
+                        prev = [c[group.num_rows - 1] for c in key.key_columns(group)]
+                        run = pending.run_length(key, prev)
+                        if run:  # keep the run of equal keys whole
+                            submit(pending.take(run))
+                            obj.pending_rows.append(run)
+                        break
+                groups = [f.result() for f in building]
+                building = []
+                for g in groups[obj.settled :]:
+                    done.add(g)
+                meta, footer = _land(
+                    store, pool_id, groups, key, clock=clock, partition=partition, tags=tags
+                )
+                metas.append(meta)
+                if on_object is not None:
+                    on_object(meta)
+        except BaseException:
+            for f in building:
+                f.cancel()
+            raise
     return metas
 
 
-def _put(
-    w: pq.ParquetWriter,
-    group: pa.Table,
-    stats: list[dict[str, ColumnMeta]],
-    keys: list[pa.Table],
-    key_names: list[str],
-) -> int:
-    """Write ``group`` as one row group, noting its stats and key columns; its row count."""
-    w.write_table(group, row_group_size=group.num_rows)
-    stats.append(table_meta(group))
-    keys.append(group.select(key_names))
-    return int(group.num_rows)
+#: Row groups encoded at once by default (pyarrow's Parquet writer releases the GIL).
+ENCODE_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: How many of an object's latest row groups its cut estimates rather than waits for: so many
+#: can be encoding while the next is gathered. A constant, not the thread count, so that every
+#: thread count cuts the same objects.
+CUT_LAG = 4
+
+
+class _Inline:
+    """An executor that runs each task on the calling thread (one encoding thread)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        f: Future[Any] = Future()
+        try:
+            f.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - raised by result(), as a pool's would be
+            f.set_exception(e)
+        return f
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _executor(workers: int) -> ThreadPoolExecutor | _Inline:
+    if workers == 1:
+        return _Inline()
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lake-encode")
+
+
+class _Encoded:
+    """Bytes and rows of the row groups whose encoding was waited for, over the whole write."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.rows = 0
+
+    def add(self, g: EncodedGroup) -> None:
+        self.bytes += g.size
+        self.rows += g.rows
+
+    def bytes_per_row(self) -> float | None:
+        return max(1.0, self.bytes / self.rows) if self.rows else None
+
+
+class _ObjectSize:
+    """The object being built: encoded bytes of its settled row groups, rows of the rest."""
+
+    def __init__(self) -> None:
+        self.settled = 0
+        self.bytes = len(MAGIC)
+        self.pending_rows: list[int] = []
+
+    def settle(self, building: list[Future[EncodedGroup]], lag: int, done: _Encoded) -> None:
+        """Wait for all but the latest ``lag`` groups, in order."""
+        while self.settled < len(building) - lag:
+            g = building[self.settled].result()
+            self.bytes += g.size
+            done.add(g)
+            self.settled += 1
+
+    def estimate(self, per_row: float) -> float:
+        unsettled = sum(self.pending_rows[self.settled :])
+        return self.bytes + unsettled * per_row
+
+
+def _land(
+    store: ObjectStore,
+    pool_id: str,
+    groups: list[EncodedGroup],
+    key: PoolKey,
+    *,
+    clock: Clock,
+    partition: str | None,
+    tags: dict[str, str] | None,
+) -> tuple[ObjectMeta, int]:
+    """Stitch ``groups`` into one object, put it, and return its metadata and footer size."""
+    pieces = stitch([g.fragment for g in groups])
+    payload = b"".join(pieces)
+    footer = len(pieces[-3]) + 8
+    object_id = new_id(clock)
+    store.put(PoolLayout(pool_id).data(object_id), payload)
+    keys = pa.concat_tables([g.keys for g in groups]) if len(groups) > 1 else groups[0].keys
+    lo, hi = _key_bounds(keys, key)
+    meta = ObjectMeta(
+        id=object_id,
+        min=lo,
+        max=hi,
+        count=sum(g.rows for g in groups),
+        size=len(payload),
+        columns=_merge_stats([g.stats for g in groups]),
+        partition=partition,
+        tags=dict(tags or {}),
+        checksum=checksum(payload),
+    )
+    return meta, footer
 
 
 def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:

@@ -1,0 +1,301 @@
+"""Parquet objects assembled from row groups encoded separately (so several encode at once).
+
+pyarrow's Parquet writer encodes one file on one thread. A row group's column chunks depend only
+on that row group's rows and the writer's properties (each chunk has its own dictionary page),
+so row groups can be encoded on several threads at once, each as a one-group *fragment* file,
+and the fragments' chunks laid end to end behind one footer make the file that a single writer
+would have written.
+
+Invariants:
+
+- :func:`stitch` of fragments written with the same schema and properties is byte for byte the
+  file one ``ParquetWriter`` writes for the same row groups (tests/core/test_stitch.py compares
+  them): the footer is the first fragment's with every row group listed, each with its file
+  offsets moved by where its chunks now start and its ordinal renumbered;
+- fragments must not carry page indexes or bloom filters (they sit between the chunks and the
+  footer, and their offsets would need moving too): :func:`stitch` refuses a fragment that has
+  bytes there rather than write a file that points into the wrong place.
+
+The footer is Thrift's compact protocol. It is decoded into a generic tree — a struct is a
+list of ``(field id, compact type, value)`` — and encoded back the way the C++ writer encodes
+it, so only the offsets change.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAGIC = b"PAR1"
+
+# Compact protocol types.
+_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
+
+# Field ids in parquet.thrift (parquet-format 2.x).
+_FILE_NUM_ROWS, _FILE_ROW_GROUPS = 3, 4
+_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
+_CC_FILE_OFFSET, _CC_META = 2, 3
+_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET = 4, 6
+_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM_FILTER = 9, 10, 11, 14
+
+Field = tuple[int, int, Any]
+
+
+def _bytes_view(data: bytes | memoryview) -> memoryview:
+    """Unsigned bytes (a pyarrow Buffer exports signed chars: indexing would give -128..127)."""
+    view = memoryview(data)
+    return view if view.format == "B" else view.cast("B")
+
+
+class StitchError(ValueError):
+    """A fragment cannot be stitched (not Parquet, or it has bytes behind its chunks)."""
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = _bytes_view(data)
+        self.pos = 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def varint(self) -> int:
+        shift = out = 0
+        while True:
+            b = self.byte()
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def value(self, ctype: int) -> Any:
+        if ctype in (_TRUE, _FALSE):  # in a collection: one byte
+            return self.byte() == _TRUE
+        if ctype == _BYTE:
+            return self.byte()
+        if ctype in (_I16, _I32, _I64):
+            return self.zigzag()
+        if ctype == _DOUBLE:
+            v = self.data[self.pos : self.pos + 8].tobytes()
+            self.pos += 8
+            return v
+        if ctype == _BINARY:
+            n = self.varint()
+            v = self.data[self.pos : self.pos + n].tobytes()
+            self.pos += n
+            return v
+        if ctype in (_LIST, _SET):
+            head = self.byte()
+            size, etype = head >> 4, head & 0x0F
+            if size == 15:
+                size = self.varint()
+            return (etype, [self.value(etype) for _ in range(size)])
+        if ctype == _STRUCT:
+            return self.struct()
+        raise StitchError(f"unsupported Thrift compact type {ctype}")
+
+    def struct(self) -> list[Field]:
+        fields: list[Field] = []
+        last = 0
+        while True:
+            head = self.byte()
+            ctype = head & 0x0F
+            if ctype == _STOP:
+                return fields
+            delta = head >> 4
+            fid = last + delta if delta else self.zigzag()
+            if ctype in (_TRUE, _FALSE):
+                fields.append((fid, ctype, ctype == _TRUE))
+            else:
+                fields.append((fid, ctype, self.value(ctype)))
+            last = fid
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def varint(self, n: int) -> None:
+        while True:
+            if n < 0x80:
+                self.out.append(n)
+                return
+            self.out.append((n & 0x7F) | 0x80)
+            n >>= 7
+
+    def zigzag(self, n: int, bits: int) -> None:
+        self.varint(((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1))
+
+    def value(self, ctype: int, v: Any) -> None:
+        if ctype in (_TRUE, _FALSE):
+            self.out.append(_TRUE if v else _FALSE)
+        elif ctype == _BYTE:
+            self.out.append(v & 0xFF)
+        elif ctype == _I16:
+            self.zigzag(v, 16)
+        elif ctype == _I32:
+            self.zigzag(v, 32)
+        elif ctype == _I64:
+            self.zigzag(v, 64)
+        elif ctype == _DOUBLE:
+            self.out += v
+        elif ctype == _BINARY:
+            self.varint(len(v))
+            self.out += v
+        elif ctype in (_LIST, _SET):
+            etype, items = v
+            if len(items) < 15:
+                self.out.append((len(items) << 4) | etype)
+            else:
+                self.out.append(0xF0 | etype)
+                self.varint(len(items))
+            for item in items:
+                self.value(etype, item)
+        elif ctype == _STRUCT:
+            self.struct(v)
+        else:
+            raise StitchError(f"unsupported Thrift compact type {ctype}")
+
+    def struct(self, fields: list[Field]) -> None:
+        last = 0
+        for fid, ctype, v in fields:
+            wire = (_TRUE if v else _FALSE) if ctype in (_TRUE, _FALSE) else ctype
+            if 0 < fid - last <= 15:
+                self.out.append(((fid - last) << 4) | wire)
+            else:
+                self.out.append(wire)
+                self.zigzag(fid, 16)
+            if ctype not in (_TRUE, _FALSE):
+                self.value(ctype, v)
+            last = fid
+        self.out.append(_STOP)
+
+
+def _get(fields: list[Field], fid: int) -> Any:
+    return next((v for f, _, v in fields if f == fid), None)
+
+
+def _shifted(fields: list[Field], shifts: dict[int, int]) -> list[Field]:
+    """``fields`` with the i64 fields named in ``shifts`` moved by their amount."""
+    return [(f, t, v + shifts[f]) if f in shifts else (f, t, v) for f, t, v in fields]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One row group encoded as a whole Parquet file: its chunks' bytes and decoded footer."""
+
+    data: bytes | memoryview
+    footer: list[Field]
+    body_end: int  # where the chunks end (the footer starts)
+
+    @property
+    def body(self) -> memoryview:
+        return _bytes_view(self.data)[len(MAGIC) : self.body_end]
+
+
+def parse_fragment(data: bytes | memoryview) -> Fragment:
+    """Split a one-row-group Parquet file into its chunks and its decoded footer."""
+    view = _bytes_view(data)
+    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
+        raise StitchError("not a Parquet file")
+    (footer_len,) = struct.unpack("<I", view[-8:-4])
+    start = len(view) - 8 - footer_len
+    footer = _Reader(view[start : len(view) - 8]).struct()
+    groups = _get(footer, _FILE_ROW_GROUPS)
+    if groups is None or len(groups[1]) != 1:
+        raise StitchError("a fragment must hold exactly one row group")
+    ends = []
+    for chunk in _get(groups[1][0], _RG_COLUMNS)[1]:
+        meta = _get(chunk, _CC_META)
+        if meta is None:
+            raise StitchError("a column chunk has no metadata in the footer")
+        if any(
+            _get(chunk, f) is not None for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
+        ):
+            raise StitchError("fragments must be written without page indexes")
+        if _get(meta, _CM_BLOOM_FILTER) is not None:
+            raise StitchError("fragments must be written without bloom filters")
+        first = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
+        ends.append(first + _get(meta, 7))  # 7: total_compressed_size
+    body_end = max(ends, default=len(MAGIC))
+    if body_end != start:
+        raise StitchError(f"a fragment has {start - body_end} bytes between its chunks and footer")
+    return Fragment(data, footer, body_end)
+
+
+def _move_group(group: list[Field], shift: int, ordinal: int) -> list[Field]:
+    out: list[Field] = []
+    for fid, ctype, v in group:
+        if fid == _RG_COLUMNS:
+            etype, chunks = v
+            moved = []
+            for chunk in chunks:
+                c = _shifted(
+                    chunk, {_CC_FILE_OFFSET: shift} if _get(chunk, _CC_FILE_OFFSET) else {}
+                )
+                moved.append(
+                    [
+                        (
+                            f,
+                            t,
+                            _shifted(
+                                m,
+                                {
+                                    k: shift
+                                    for k in (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE)
+                                },
+                            ),
+                        )
+                        if f == _CC_META
+                        else (f, t, m)
+                        for f, t, m in c
+                    ]
+                )
+            out.append((fid, ctype, (etype, moved)))
+        elif fid == _RG_FILE_OFFSET:
+            out.append((fid, ctype, v + shift))
+        elif fid == _RG_ORDINAL:
+            out.append((fid, ctype, ordinal))
+        else:
+            out.append((fid, ctype, v))
+    return out
+
+
+def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
+    """The pieces of one Parquet file holding the fragments' row groups in order (join them, or
+    write them one after another)."""
+    if not fragments:
+        raise StitchError("nothing to stitch")
+    pieces: list[bytes | memoryview] = [MAGIC]
+    groups = []
+    rows = 0
+    at = len(MAGIC)
+    for i, frag in enumerate(fragments):
+        group = _get(frag.footer, _FILE_ROW_GROUPS)[1][0]
+        groups.append(_move_group(group, at - len(MAGIC), i))
+        rows += _get(frag.footer, _FILE_NUM_ROWS)
+        body = frag.body
+        pieces.append(body)
+        at += len(body)
+    first = fragments[0].footer
+    footer: list[Field] = []
+    for fid, ctype, v in first:
+        if fid == _FILE_NUM_ROWS:
+            footer.append((fid, ctype, rows))
+        elif fid == _FILE_ROW_GROUPS:
+            footer.append((fid, ctype, (v[0], groups)))
+        else:
+            footer.append((fid, ctype, v))
+    w = _Writer()
+    w.struct(footer)
+    pieces += [bytes(w.out), struct.pack("<I", len(w.out)), MAGIC]
+    return pieces

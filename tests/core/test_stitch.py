@@ -1,0 +1,198 @@
+"""Row groups encoded apart and stitched into one object: the same bytes as one writer, the same
+objects whatever the number of encoding threads, stats from the footer equal to computing them,
+and an encoding failure that leaves nothing behind."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import lake_core.writer as writer
+from lake_core import Lake
+from lake_core.encode import EncodeOptions, encode_group, group_stats
+from lake_core.loading import load
+from lake_core.maintenance import compact
+from lake_core.stats import table_meta
+from lake_core.stitch import StitchError, parse_fragment, stitch
+from lake_core.writer import WriteOptions, write_sorted
+
+
+def _table(n: int, seed: int = 1) -> pa.Table:
+    rng = random.Random(seed)
+    t0 = datetime(2020, 1, 1, tzinfo=UTC)
+
+    def maybe(v: Any) -> Any:
+        return None if rng.random() < 0.1 else v
+
+    return pa.table(
+        {
+            "k": pa.array(sorted(rng.randrange(-(2**40), 2**40) for _ in range(n)), pa.int64()),
+            "i8": pa.array([maybe(rng.randrange(-128, 128)) for _ in range(n)], pa.int8()),
+            "u64": pa.array([maybe(rng.randrange(2**64)) for _ in range(n)], pa.uint64()),
+            "f": pa.array(
+                [maybe(rng.choice([float("nan"), -0.0, 0.0, rng.uniform(-9, 9)])) for _ in range(n)]
+            ),
+            "s": pa.array(
+                [maybe("é" * rng.randrange(0, 30) + str(rng.random())) for _ in range(n)]
+            ),
+            "ts": pa.array(
+                [maybe(t0 + timedelta(microseconds=rng.randrange(10**12))) for _ in range(n)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "d": pa.array(
+                [maybe(date(2000, 1, 1) + timedelta(rng.randrange(9000))) for _ in range(n)]
+            ),
+            "b": pa.array([maybe(rng.random() < 0.5) for _ in range(n)]),
+            "nulls": pa.array([None] * n, pa.string()),
+            "lst": pa.array([maybe([rng.randrange(9)] * rng.randrange(3)) for _ in range(n)]),
+            "st": pa.array(
+                [maybe({"x": rng.randrange(9), "y": str(rng.random())}) for _ in range(n)]
+            ),
+        }
+    )
+
+
+OPTIONS = EncodeOptions("snappy", 32 << 10)
+
+
+def _same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """Equal tables, NaN equal to NaN."""
+
+    def nan_free(t: pa.Table) -> pa.Table:
+        i = t.schema.get_field_index("f")
+        f = t.column(i)
+        return t.set_column(i, "f", pc.if_else(pc.is_nan(f), pa.scalar(1e300), f))
+
+    return bool(nan_free(a).equals(nan_free(b)))
+
+
+def _one_writer(t: pa.Table, sizes: list[int]) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink, t.schema, compression="snappy", dictionary_pagesize_limit=32 << 10
+    ) as w:
+        at = 0
+        for n in sizes:
+            w.write_table(t.slice(at, n), row_group_size=n)
+            at += n
+    return sink.getvalue().to_pybytes()
+
+
+def test_stitched_row_groups_are_the_file_one_writer_writes() -> None:
+    t = _table(30_000)
+    sizes = [1, 9_000, 20, 12_000, 8_979]  # offsets past 2**7, 2**14 and 2**21: long varints
+    groups, at = [], 0
+    for n in sizes:
+        groups.append(encode_group(t.slice(at, n), t.schema, OPTIONS, ["k"]))
+        at += n
+    stitched = b"".join(stitch([g.fragment for g in groups]))
+    assert stitched == _one_writer(t, sizes)
+    back = pq.ParquetFile(pa.BufferReader(stitched))
+    assert back.metadata.num_row_groups == len(sizes)
+    assert _same_rows(back.read(), t)
+
+
+def test_a_fragment_with_a_page_index_is_refused() -> None:
+    t = _table(100)
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink, write_page_index=True)
+    with pytest.raises(StitchError, match="page index"):
+        parse_fragment(sink.getvalue().to_pybytes())
+    with pytest.raises(StitchError, match="not a Parquet file"):
+        parse_fragment(b"PAR1xxxx")
+
+
+def test_stats_from_the_footer_equal_stats_computed_from_the_rows() -> None:
+    t = _table(5_000, seed=2)
+    for start, n in [(0, 5_000), (0, 1), (100, 7), (4_000, 1_000)]:
+        group = t.slice(start, n)
+        assert encode_group(group, t.schema, OPTIONS, ["k"]).stats == table_meta(group)
+
+
+@pytest.mark.parametrize("length", [4_000, 4_096, 5_000, 100_000])
+def test_long_strings_keep_exact_bounds(length: int) -> None:
+    """Parquet leaves out (or might shorten) long min/max: a bound read from the footer must
+    still be the exact one, or be computed."""
+    t = pa.table({"s": ["a" * length + "z", "b", "a" * (length + 1)], "n": [1, 2, 3]})
+    stats = encode_group(t, t.schema, OPTIONS, []).stats
+    assert stats == table_meta(t)
+    assert stats["s"].min == "a" * (length + 1) and stats["s"].max == "b"
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, t.schema) as w:
+        w.write_table(t)
+    assert group_stats(t, w.writer.metadata) == table_meta(t)
+
+
+def _write(tmp_path: Path, t: pa.Table, threads: int) -> list[tuple[Any, ...]]:
+    pool = Lake.init(str(tmp_path / f"lake{threads}")).create_pool("p", "k:asc")
+    options = WriteOptions(target_size=60_000, seek_stride=8_000)
+    chunks = [t.slice(i, 777) for i in range(0, t.num_rows, 777)]
+    metas = write_sorted(
+        pool.store, pool.id, iter(chunks), t.schema, pool.config.key, options, threads=threads
+    )
+    out = []
+    for m in metas:
+        data = pool.store.get(pool.layout.data(m.id))
+        out.append((m.count, m.min, m.max, m.size, m.checksum, m.columns, data))
+    return out
+
+
+def test_concurrent_encoding_writes_the_objects_serial_encoding_writes(tmp_path: Path) -> None:
+    t = _table(40_000, seed=3)
+    serial = _write(tmp_path, t, threads=1)
+    assert len(serial) > 5  # many objects, each cut on estimated sizes
+    for threads in (2, 4, 8):
+        assert _write(tmp_path, t, threads) == serial
+    rows = pa.concat_tables(pq.read_table(pa.BufferReader(o[-1])) for o in serial)
+    assert _same_rows(rows, t)
+
+
+def test_an_encoding_failure_in_a_worker_commits_nothing_and_leaves_no_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("c", "k:asc", target_size=30_000, seek_stride=4_096)
+    rng = random.Random(5)
+    for s in range(6):
+        k = sorted(rng.randrange(10_000) for _ in range(3_000))
+        load(pool, [pa.table({"k": k, "s": [s] * len(k), "pad": [str(x) * 3 for x in k]})])
+    tip = pool.tip("main")
+    rows = pool.read().sort_by([("k", "ascending"), ("s", "ascending")])
+    data_before = {i.key for i in lake.store.list(f"pools/{pool.id}/data/")}
+    calls = 0
+    real = writer.encode_group
+
+    def failing(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 12:  # after some objects have landed
+            raise OSError("disk on fire")
+        return real(*args)
+
+    landed = 0
+    real_land = writer._land
+
+    def land(*args: Any, **kwargs: Any) -> Any:
+        nonlocal landed
+        landed += 1
+        return real_land(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "encode_group", failing)
+    monkeypatch.setattr(writer, "_land", land)
+    monkeypatch.setattr(writer, "ENCODE_THREADS", 4)
+    with pytest.raises(OSError, match="disk on fire"):
+        compact(pool)
+    assert calls >= 12 and landed >= 1  # objects were written, then removed
+    assert pool.tip("main") == tip
+    assert {i.key for i in lake.store.list(f"pools/{pool.id}/data/")} == data_before
+    monkeypatch.setattr(writer, "encode_group", real)
+    result = compact(pool)
+    assert result.objects_out > 1
+    assert pool.read().sort_by([("k", "ascending"), ("s", "ascending")]).equals(rows)
