@@ -177,11 +177,18 @@ class Lake:
     def create_view(self, name: str, sql: str) -> int:
         """Save the read-only SELECT ``sql`` as view ``name`` in the catalog; returns the catalog
         version. Refused, changing nothing, when the SQL is not one SELECT, a table it names does
-        not exist, or the name is taken (:func:`lake_core.views.create_view`)."""
-        from lake_core.selectcheck import select_tables
+        not exist, the name is taken, or the query does not bind (an unknown column:
+        SqlError) (:func:`lake_core.views.create_view`)."""
+        from lake_core.sql import run_sql
+        from lake_core.sql.metadata import view_tables
         from lake_core.views import create_view
 
-        return create_view(self.catalog, name, sql, select_tables, self.catalog.now_millis())
+        def bind(query: str) -> None:
+            run_sql(query, self.pool, self).connection.close()
+
+        return create_view(
+            self.catalog, name, sql, view_tables, self.catalog.now_millis(), bind=bind
+        )
 
     def drop_view(self, name: str) -> int:
         """Remove view ``name``; returns the catalog version. Raises NotFoundError."""

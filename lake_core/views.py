@@ -10,8 +10,8 @@ Invariants:
 - Creating a view checks, against the catalog version it commits on, that its SQL is one
   read-only SELECT (the checker is given by the caller: the SQL layer's guard), that every
   table it names is a pool, a metadata table of a pool (``POOL$commits`` …, ``lake$pools``)
-  or a view, that no pool has the view's name, and that it does not reach itself through
-  other views. Anything refused changes nothing.
+  or a view, that the query binds (its columns exist), that no pool has the view's name, and
+  that it does not reach itself through other views. Anything refused changes nothing.
 - A view is expanded at query time (:func:`expansion_order`): its own references resolve
   afresh, so it reads its pools as they are then (or as of the query's ``--as-of``). A cycle
   (possible only through a view dropped and created again) is refused there too.
@@ -202,11 +202,21 @@ def expansion_order(state: CatalogState, name: PoolName) -> list[View]:
     return order
 
 
-def create_view(catalog: Catalog, name: str, sql: str, check: SqlChecker, now_millis: int) -> int:
+def create_view(
+    catalog: Catalog,
+    name: str,
+    sql: str,
+    check: SqlChecker,
+    now_millis: int,
+    *,
+    bind: Callable[[str], None] | None = None,
+) -> int:
     """Commit view ``name`` with ``sql``; returns the catalog version. ``check`` validates the
-    SQL (one read-only SELECT) and returns the table names it reads. Raises InvalidNameError,
-    UsageError (SQL refused, a cycle), AlreadyExistsError (a view or pool of that name),
-    PoolNotFoundError (a table it names does not exist); nothing changes then."""
+    SQL (one read-only SELECT) and returns the table names it reads; ``bind``, once the names
+    are known to exist, prepares the query (an unknown column fails there). Raises
+    InvalidNameError, UsageError (a cycle), AlreadyExistsError (a view or pool of that name),
+    PoolNotFoundError (a table it names does not exist), and what ``check`` and ``bind``
+    raise; nothing changes then."""
     view = parse_view_name(name)
     sql = sql.strip().rstrip(";").strip()
     if not sql:
@@ -233,6 +243,8 @@ def create_view(catalog: Catalog, name: str, sql: str, check: SqlChecker, now_mi
         txn.create_namespace(view.namespace, if_not_exists=True)
         txn.create_view(view.namespace, view.name, definition)
         expansion_order(txn.state, view)  # a view reached through dangling names: a cycle
+        if bind is not None:
+            bind(sql)
         return txn.commit()
 
 

@@ -4,9 +4,12 @@ what to read (:mod:`lake_core.planning`). See docs/sql.md.
 Modules: :mod:`~lake_core.sql.names` (the table-name grammar), :mod:`~lake_core.sql.analyze`
 (parse tree: refusals, tables, pushdown), :mod:`~lake_core.sql.pushdown` (SQL conjuncts as
 the lake's predicates), :mod:`~lake_core.sql.resolve` (names → pools, metadata tables, views;
-the registration seams), :mod:`~lake_core.sql.engine` (the DuckDB session).
+the registration seams), :mod:`~lake_core.sql.engine` (the DuckDB session),
+:mod:`~lake_core.sql.metadata` (metadata tables and catalog views, registered at import).
 """
 
+# Imported for its effect: it registers the metadata tables and views with the resolver.
+import lake_core.sql.metadata  # noqa: F401
 from lake_core.sql.engine import SqlRun, engine_error, run_sql
 from lake_core.sql.errors import SqlError, SqlRefusedError, SqlSyntaxError
 from lake_core.sql.names import TableRef, parse_table_name
