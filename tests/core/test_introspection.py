@@ -251,3 +251,33 @@ def test_objects_come_from_the_snapshot_arrays(
     assert got.num_rows == 33
     assert sorted(got.column("min").to_pylist()) == list(range(33))
     assert sum(got.column("count").to_pylist()) == 66
+
+
+def test_stats_of_mixed_types_are_typed_where_they_fit(tmp_path: Path) -> None:
+    """A column whose recorded stats hold values of several types (stored as JSON in the
+    snapshot's arrays) reads typed as the pool column when the values fit it, else as JSON
+    text."""
+    from lake_core.ids import new_id
+    from lake_core.objects import ObjectMeta
+    from lake_core.stats import ColumnMeta
+
+    lake = Lake.init(LakeConfig(uri=str(tmp_path / "lake"), user="tester"))
+    pool = lake.create_pool("p", "k:asc")
+    schema = pa.schema([("k", pa.int64()), ("v", pa.float64()), ("s", pa.string())])
+    stats = [
+        {"v": ColumnMeta("int64", 1, 5, 0), "s": ColumnMeta("string", "a", "b", 0)},
+        {"v": ColumnMeta("double", 0.5, 2.5, 1), "s": ColumnMeta("int64", 3, 4, 0)},
+    ]
+    objs = [
+        ObjectMeta(
+            new_id(lake.config.clock), [i], [i], 1, 10, {"k": ColumnMeta("int64", i, i, 0), **st}
+        )
+        for i, st in enumerate(stats)
+    ]
+    # Metadata only: the objects' files are never read by the metadata tables.
+    pool.commit("main", objs, [], incoming_schema=schema)
+    got = {o["id"]: o["stats"] for o in lake.metadata("p", "objects").to_pylist()}
+    first, second = (got[o.id] for o in objs)
+    assert (first["v"]["min"], second["v"]["max"]) == (1.0, 2.5)
+    assert isinstance(first["v"]["min"], float)
+    assert (first["s"]["min"], second["s"]["min"]) == ('"a"', "3")  # JSON text: no one type
