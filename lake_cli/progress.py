@@ -66,3 +66,55 @@ def batch_progress(
     finally:
         if state["shown"]:
             progress.stop()
+
+
+@contextmanager
+def engine_progress(percent: Callable[[], float], enabled: bool) -> Iterator[None]:
+    """A bar of a query engine's own progress (``percent()``: 0-100, negative when it does not
+    know), polled on a thread while the body runs; nothing when not ``enabled``. DuckDB's own
+    bar is not used: it writes to stdout, where the records go."""
+    if not enabled:
+        yield
+        return
+    import threading
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn("query"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr, force_terminal=True),
+        transient=True,
+        auto_refresh=False,
+    )
+    task = progress.add_task("query", total=100)
+    done = threading.Event()
+
+    def poll() -> None:
+        start, shown = time.monotonic(), False
+        while not done.wait(0.2):
+            if not shown and time.monotonic() - start >= _DELAY_SECONDS:
+                progress.start()
+                shown = True
+            if shown:
+                try:
+                    value = percent()
+                except Exception:  # the engine is between states: try again next tick
+                    continue
+                if value >= 0:
+                    progress.update(task, completed=value)
+                progress.refresh()
+        if shown:
+            progress.stop()
+
+    thread = threading.Thread(target=poll, name="query-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

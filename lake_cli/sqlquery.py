@@ -27,6 +27,7 @@ def run_sql_query(
     import duckdb
 
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_cli.progress import engine_progress
     from lake_core.sql import engine_error, run_sql
 
     if output is not None:
@@ -34,15 +35,20 @@ def run_sql_query(
             open(output, "ab").close()
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    # Progress only for a person watching: a terminal on stderr, not when the records go to
+    # that terminal too (they would interleave), never for JSON (read by programs).
+    show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
+    show = show and fmt != "json"
     lake = lk.lake()
-    run = run_sql(sql, lake.pool, lake, as_of=as_of)
+    run = run_sql(sql, lake.pool, lake, as_of=as_of, progress=show)
     try:
-        reader = run.relation.to_arrow_reader(_BATCH_ROWS)
-        if output is not None and fmt != "parquet":
-            with open(output, "w", encoding="utf-8", newline="") as f:
-                write_records(reader, fmt, out=f)
-        else:
-            write_records(reader, fmt, path=output)
+        with engine_progress(run.connection.query_progress, show):
+            reader = run.relation.to_arrow_reader(_BATCH_ROWS)
+            if output is not None and fmt != "parquet":
+                with open(output, "w", encoding="utf-8", newline="") as f:
+                    write_records(reader, fmt, out=f)
+            else:
+                write_records(reader, fmt, path=output)
     except duckdb.Error as e:
         raise engine_error(e) from None
     if stats:

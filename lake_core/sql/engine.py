@@ -130,6 +130,16 @@ def _object_path(pool: Pool, obj: ObjectMeta) -> str:
     return path
 
 
+def _uniform(objects: list[ObjectMeta], schema: pa.Schema) -> bool:
+    """Whether every object's recorded columns are exactly the pool's, in the pool's types."""
+    want = {f.name: str(f.type) for f in schema}
+    return all(
+        len(o.columns) == len(want)
+        and all(want.get(name) == meta.type for name, meta in o.columns.items())
+        for o in objects
+    )
+
+
 class _Session:
     def __init__(
         self,
@@ -143,7 +153,10 @@ class _Session:
         self.con = duckdb.connect(":memory:")
         self.open_pool, self.lake, self.as_of = open_pool, lake, as_of
         self.run("SET TimeZone='UTC'")
+        # Progress is tracked for the caller to poll (connection.query_progress()), never
+        # printed: DuckDB prints its bar on stdout, where the records go.
         self.run(f"SET enable_progress_bar={'true' if progress else 'false'}")
+        self.run("SET enable_progress_bar_print=false")
         self.reads: list[_PoolRead] = []
         self.allowed: list[str] = []
         self.schemas: set[str] = set()
@@ -228,12 +241,22 @@ class _Session:
         column_sets = {frozenset(o.columns) for o in read.plan.objects}
         by_name = ", union_by_name=true" if len(column_sets) > 1 else ""
         source = f"read_parquet({files}{by_name})"
+        if _uniform(read.plan.objects, schema):
+            # Every object holds every pool column in the pool's type (the commits say so):
+            # DuckDB reads the files as they are, with no probe of their footers here.
+            select = ", ".join(_quote(name) for name in schema.names)
+        else:
+            select = self.conforming_columns(source, schema)
+        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT {select} FROM {source}")
+
+    def conforming_columns(self, source: str, schema: pa.Schema) -> str:
+        """The select list that reads ``source`` as ``schema``: a column no file has is a
+        typed NULL, a column whose files disagree with the pool's type is cast to it."""
         probe = self.internal_name()
         self.con.register(probe, schema.empty_table())
         wanted = {row[0]: row[1] for row in self.run(f"DESCRIBE {probe}")}
         self.con.unregister(probe)
-        described = self.run(f"DESCRIBE SELECT * FROM {source}")
-        found = {row[0]: row[1] for row in described}
+        found = {row[0]: row[1] for row in self.run(f"DESCRIBE SELECT * FROM {source}")}
         columns = []
         for name, duck_type in wanted.items():
             if name not in found:
@@ -242,8 +265,7 @@ class _Session:
                 columns.append(f"CAST({_quote(name)} AS {duck_type}) AS {_quote(name)}")
             else:
                 columns.append(_quote(name))
-        select = ", ".join(columns)
-        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT {select} FROM {source}")
+        return ", ".join(columns)
 
     def dataset(self, read: _PoolRead, schema: pa.Schema) -> Any:
         """The planned fragments and row groups as a pyarrow dataset (footers read in
@@ -280,9 +302,10 @@ class _Session:
     def lock(self) -> None:
         """No file beyond the planned objects, no configuration change, from here on."""
         paths = "[" + ", ".join(_string(p) for p in self.allowed) + "]"
-        self.run(f"SET allowed_paths={paths}")
-        self.run("SET enable_external_access=false")
-        self.run("SET lock_configuration=true")
+        self.run(
+            f"SET allowed_paths={paths}; SET enable_external_access=false; "
+            "SET lock_configuration=true"
+        )
 
 
 def run_sql(

@@ -1,0 +1,228 @@
+"""``lake query "SQL"`` on local disk and moto S3: formats, ``--stats`` pruning counts (objects
+and row groups), ``--as-of`` and refs, the errors (one ``error:`` line, exit 1, nothing in the
+lake changed), and ``-p`` unchanged beside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from lake_cli import main
+from lake_core import Lake, LakeConfig
+
+DAY_ROWS = 1024  # the writer's smallest row group
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def lake_args(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """Pool ``events`` keyed by day: one object of five days in five row groups (one day
+    each), then three one-day objects, one commit each; pool ``names`` for joins."""
+    L = ["--lake", lake_uri]
+    assert run(capsys, *L, "init")[0] == 0
+    assert run(capsys, *L, "create", "events", "--orderby", "day", "--seek-stride", "1")[0] == 0
+    first = tmp_path / "first.ndjson"
+    first.write_text(
+        "".join(
+            json.dumps({"day": d, "user": f"u{i % 7}", "n": i}) + "\n"
+            for d in range(5)
+            for i in range(DAY_ROWS)
+        )
+    )
+    assert run(capsys, *L, "load", "-p", "events", str(first), "-m", "five days")[0] == 0
+    for d in range(5, 8):
+        one = tmp_path / f"d{d}.ndjson"
+        one.write_text(json.dumps({"day": d, "user": "late", "n": d}) + "\n")
+        assert run(capsys, *L, "load", "-p", "events", str(one), "-m", f"day {d}")[0] == 0
+    assert run(capsys, *L, "create", "names")[0] == 0
+    names = tmp_path / "names.ndjson"
+    names.write_text(
+        "".join(json.dumps({"user": f"u{i}", "name": f"N{i}"}) + "\n" for i in range(7))
+    )
+    assert run(capsys, *L, "load", "-p", "names", str(names))[0] == 0
+    return L
+
+
+def test_aggregate_as_json_and_csv(
+    lake_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = "SELECT day, count(*) AS n FROM events GROUP BY day ORDER BY day"
+    code, out, err = run(capsys, *lake_args, "query", sql, "-f", "json")
+    assert (code, err) == (0, "")
+    got = [json.loads(line) for line in out.splitlines()]
+    assert got == [{"day": d, "n": DAY_ROWS if d < 5 else 1} for d in range(8)]
+    code, out, _ = run(capsys, *lake_args, "query", sql, "-f", "csv")
+    assert out.splitlines()[:2] == ["day,n", f"0,{DAY_ROWS}"]
+    code, out, _ = run(capsys, *lake_args, "query", sql)
+    assert out.split()[:2] == ["day", "n"]
+
+
+def test_stats_show_object_and_row_group_pruning(
+    lake_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys,
+        *lake_args,
+        "query",
+        "SELECT count(*) AS c FROM events WHERE day = 3",
+        "--stats",
+        "-f",
+        "json",
+    )
+    assert code == 0 and json.loads(out) == {"c": DAY_ROWS}
+    stats = json.loads(err)["events"]
+    assert stats["objects_total"] == 4
+    assert stats["objects_read"] == 1
+    assert stats["row_groups_read"] == 1
+    assert stats["rows_read"] == DAY_ROWS
+    code, out, err = run(
+        capsys,
+        *lake_args,
+        "query",
+        "SELECT count(*) AS c FROM events WHERE day >= 6",
+        "--stats",
+        "-f",
+        "json",
+    )
+    assert json.loads(out) == {"c": 2}
+    assert json.loads(err)["events"] == {
+        **json.loads(err)["events"],
+        "objects_read": 2,
+        "row_groups_read": 2,
+        "rows_read": 2,
+    }
+    code, _, err = run(capsys, *lake_args, "query", "SELECT count(*) FROM events", "--stats")
+    assert json.loads(err)["events"]["row_groups_read"] == 5 + 3
+
+
+def test_join_across_pools_and_snapshots(
+    lake_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sql = (
+        "SELECT name, count(*) AS c FROM events e JOIN names USING (user) "
+        "WHERE day = 1 GROUP BY name ORDER BY name"
+    )
+    code, out, err = run(capsys, *lake_args, "query", sql, "-f", "json", "--stats")
+    assert code == 0
+    assert [json.loads(x)["name"] for x in out.splitlines()] == [f"N{i}" for i in range(7)]
+    assert set(json.loads(err)) == {"events", "names"}
+    code, out, _ = run(capsys, *lake_args, "log", "-p", "events", "-f", "json")
+    commits = [json.loads(x)["id"] for x in out.splitlines()]
+    older = commits[2]  # after "day 5": days 0..5
+    diff = f'SELECT day FROM events EXCEPT SELECT day FROM "events@{older}" ORDER BY day'
+    code, out, _ = run(capsys, *lake_args, "query", diff, "-f", "csv")
+    assert (code, out.splitlines()) == (0, ["day", "6", "7"])
+
+
+def test_as_of_applies_to_every_pool(
+    lake_args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, *lake_args, "log", "-p", "events", "-f", "json")
+    dates = [json.loads(x)["date"] for x in out.splitlines()]
+    code, out, err = run(
+        capsys,
+        *lake_args,
+        "query",
+        "SELECT max(day) AS m FROM events",
+        "--as-of",
+        dates[-1],
+        "-f",
+        "json",
+    )
+    assert (code, json.loads(out)) == (0, {"m": 4})
+    code, out, err = run(
+        capsys, *lake_args, "query", "SELECT count(*) FROM names", "--as-of", dates[-1]
+    )
+    assert code == 1 and err.startswith("error: ")  # names had no commit then
+
+
+def test_parquet_output(
+    lake_args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "out.parquet"
+    code, out, err = run(
+        capsys,
+        *lake_args,
+        "query",
+        "SELECT user, sum(n) AS s FROM events GROUP BY user",
+        "-f",
+        "parquet",
+        "-o",
+        str(out_file),
+    )
+    assert (code, out, err) == (0, "", "")
+    assert pq.read_table(out_file).num_rows == 8
+
+
+def _listing(uri: str) -> list[tuple[str, int]]:
+    lake = Lake.open(LakeConfig(uri=uri))
+    return sorted((o.key, o.size) for o in lake.store.list(""))
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT * FROM events WHER day = 1",
+            'error: SQL syntax error at or near "day" at position 27',
+        ),
+        ("SELECT * FROM nope", "error: nope: pool not found"),
+        ("SELECT nosuch FROM events", 'error: Binder Error: Referenced column "nosuch" not found'),
+        ("DELETE FROM events", "error: DELETE statements are refused"),
+        ("INSERT INTO events VALUES (1, 'x', 2)", "error: INSERT statements are refused"),
+        ("CREATE TABLE x AS SELECT 1", "error: CREATE statements are refused"),
+        ("COPY (SELECT 1) TO 'x.csv'", "error: COPY statements are refused"),
+        ("ATTACH 'x.db'", "error: ATTACH statements are refused"),
+        ("PRAGMA version", "error: PRAGMA statements are refused"),
+        ("INSTALL httpfs", "error: LOAD statements are refused"),
+        ("SET threads = 1", "error: SET statements are refused"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "error: table function read_csv() is refused"),
+        (
+            "SELECT * FROM read_parquet('x.parquet')",
+            "error: table function read_parquet() is refused",
+        ),
+        ('SELECT * FROM "events@nobranch"', "error: nobranch: branch not found"),
+    ],
+)
+def test_errors_are_one_line_exit_1_and_change_nothing(
+    lake_args: list[str], lake_uri: str, capsys: pytest.CaptureFixture[str], sql: str, message: str
+) -> None:
+    before = _listing(lake_uri)
+    code, out, err = run(capsys, *lake_args, "query", sql)
+    assert (code, out) == (1, "")
+    assert err.startswith(message) and err.count("\n") == 1, err
+    assert _listing(lake_uri) == before
+
+
+def test_pool_mode_is_unchanged(lake_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, *lake_args, "query", "-p", "events", "--where", "day = 6", "-f", "json", "--stats"
+    )
+    assert code == 0
+    assert [json.loads(x) for x in out.splitlines()] == [{"day": 6, "user": "late", "n": 6}]
+    assert json.loads(err) == {
+        "objects_total": 4,
+        "objects_read": 1,
+        "row_groups_read": 1,
+        "rows_read": 1,
+        "bytes_read": json.loads(err)["bytes_read"],
+    }
+    with pytest.raises(SystemExit) as usage:
+        main([*lake_args, "query", "SELECT 1", "--where", "day = 1"])
+    assert usage.value.code == 2
+    assert "--where goes with -p POOL" in capsys.readouterr().err
+
+
+def test_help_shows_sql_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["query", "--help"])
+    out = capsys.readouterr().out
+    assert 'lake query "SELECT' in out and "lake query -p logs" in out
