@@ -151,12 +151,16 @@ class _Session:
         import duckdb
 
         self.con = duckdb.connect(":memory:")
+        # UTC, so timestamp literals mean what the lake's pruning takes them to mean. Progress
+        # is tracked for the caller to poll (connection.query_progress()), never printed:
+        # DuckDB's bar (on by default) prints on stdout, where the records go. One statement:
+        # a query's whole set-up is on the clock. (None of these can go in connect's config.)
+        bar = "true" if progress else "false"
+        self.run(
+            f"SET TimeZone='UTC'; SET enable_progress_bar={bar}; "
+            "SET enable_progress_bar_print=false"
+        )
         self.open_pool, self.lake, self.as_of = open_pool, lake, as_of
-        self.run("SET TimeZone='UTC'")
-        # Progress is tracked for the caller to poll (connection.query_progress()), never
-        # printed: DuckDB prints its bar on stdout, where the records go.
-        self.run(f"SET enable_progress_bar={'true' if progress else 'false'}")
-        self.run("SET enable_progress_bar_print=false")
         self.reads: list[_PoolRead] = []
         self.allowed: list[str] = []
         self.schemas: set[str] = set()
