@@ -5,6 +5,7 @@
 
 Prints ONE markdown table on stdout (progress goes to stderr); every figure is measured in this
 run, next to its peer, on the same data. Raw numbers go to ``bench/out/results-sf<SF>.json``.
+The ``sql`` section is bench/sql_bench.py (runnable on its own): its table follows.
 See docs/benchmarks.md for what each row means and the latest results.
 """
 
@@ -60,12 +61,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--json", type=Path, default=None, help="where to write raw results")
     p.add_argument(
         "--only",
-        default="ingest,small,query,history",
-        help="comma-separated sections to run (query needs ingest); default all",
+        default="ingest,small,query,history,sql",
+        help="comma-separated sections to run (query needs ingest; sql is bench/sql_bench.py, "
+        "its own table printed after this one); default all",
     )
     args = p.parse_args(argv)
     args.only = {x.strip() for x in args.only.split(",") if x.strip()}
-    unknown = args.only - {"ingest", "small", "query", "history"}
+    unknown = args.only - {"ingest", "small", "query", "history", "sql"}
     if unknown:
         p.error(f"unknown section(s) for --only: {', '.join(sorted(unknown))}")
     if "query" in args.only and "ingest" not in args.only:
@@ -78,7 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.history = 1000 if args.quick else 10_000
     if args.json is None:
         tag = "-quick" if args.quick else ""
-        if args.only != set(SECTIONS):
+        if args.only - {"sql"} != set(SECTIONS):
             tag += "-" + "-".join(n for n in SECTIONS if n in args.only)
         args.json = OUT / f"results-sf{args.sf:g}{tag}.json"
     return args
@@ -417,8 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     log(f"lakepool bench: sf {args.sf:g}, {args.repeat} runs, workdir {args.workdir}")
-    # The history section needs no TPC-H data: do not generate it for ``--only history``.
-    table = pa.table({}) if args.only == {"history"} else pq.read_table(w.lineitem_path(args.sf))
+    # The history section needs no TPC-H data (sql reads its own): do not load it for them.
+    needs_data = args.only & {"ingest", "small", "query"}
+    table = pq.read_table(w.lineitem_path(args.sf)) if needs_data else pa.table({})
     log(f"lineitem: {table.num_rows:,} rows")
     t0 = time.perf_counter()
     if "ingest" in args.only:
@@ -442,6 +445,12 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(res, indent=2, default=str))
     log(f"done in {res['wall_seconds']:.0f} s; raw results in {args.json}")
     print(res["table"])
+    if "sql" in args.only:  # its own run, table and JSON (bench/out/sql-sf<SF>.json)
+        import sql_bench
+
+        sys.stdout.flush()
+        print()
+        sql_bench.main(["--sf", f"{args.sf:g}", *(["--quick"] if args.quick else [])])
     return 0
 
 

@@ -64,8 +64,38 @@ def _native_ok(pool: Pool, scan: Scan) -> bool:
     )
 
 
+class ReadCounters:
+    """What the ``"lake"`` reader's tasks read, summed on the driver through Spark
+    accumulators (the counters ``lake query --stats`` prints). ``objects_total`` and
+    ``objects_planned`` are the driver's plan; the others grow as tasks finish, so read them
+    after an action. A retried or recomputed task counts again (Spark's accumulator rule)."""
+
+    FIELDS = ("objects_read", "row_groups_read", "rows_read", "bytes_read")
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.objects_total = 0
+        self.objects_planned = 0
+        self._acc = {name: spark.sparkContext.accumulator(0) for name in self.FIELDS}
+
+    def add(self, stats: dict[str, int]) -> None:
+        """Called in tasks: add one scan's counters."""
+        for name in self.FIELDS:
+            self._acc[name].add(int(stats.get(name, 0)))
+
+    def to_json(self) -> dict[str, int]:
+        out = {"objects_total": self.objects_total}
+        out.update({name: int(self._acc[name].value) for name in self.FIELDS})
+        return out
+
+
 def _read_objects(
-    uri: str, pool_id: str, key: PoolKey, schema: pa.Schema, where: str | None, columns: list[str]
+    uri: str,
+    pool_id: str,
+    key: PoolKey,
+    schema: pa.Schema,
+    where: str | None,
+    columns: list[str],
+    counters: ReadCounters | None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = task_store(uri)
@@ -73,7 +103,10 @@ def _read_objects(
             for text in batch.column("meta").to_pylist():
                 obj = ObjectMeta.from_json(json.loads(str(text)))
                 snap = Snapshot(None, 0, MappingProxyType({obj.id: obj}), schema)
-                yield from Scan(store, pool_id, key, snap, where, columns).batches()
+                scan = Scan(store, pool_id, key, snap, where, columns)
+                yield from scan.batches()
+                if counters is not None:
+                    counters.add(scan.stats.to_json())
 
     return run
 
@@ -87,15 +120,22 @@ def spark_read(
     where: str | None = None,
     columns: list[str] | None = None,
     reader: str = "auto",
+    counters: ReadCounters | None = None,
 ) -> DataFrame:
     """The rows of ``pool`` at ``ref`` (branch or commit; default main), as of ``as_of``,
     matching ``where`` (the lake's SQL predicate), with ``columns`` (default all), as a Spark
-    DataFrame. Raises the local path's errors for a bad ref, time, predicate or column."""
+    DataFrame. Raises the local path's errors for a bad ref, time, predicate or column.
+    ``counters`` (the ``"lake"`` reader only) collect what the tasks read."""
     if reader not in READERS:
         raise UsageError(f"reader must be one of {', '.join(READERS)}, not {reader!r}")
+    if counters is not None and reader != "lake":
+        raise UsageError("read counters need reader='lake' (Spark's own reader reports none)")
     scan = pool.scan(ref, as_of=as_of, where=where, columns=columns)
     out = scan.out_schema
     spark_schema = _spark_schema(out)
+    if counters is not None:
+        counters.objects_total += scan.stats.objects_total
+        counters.objects_planned += len(scan.objects)
     if not scan.objects:
         return spark.createDataFrame([], spark_schema)
     if reader == "parquet" or (reader == "auto" and _native_ok(pool, scan)):
@@ -111,7 +151,7 @@ def spark_read(
     ids = spark.createDataFrame(spark.sparkContext.parallelize(metas, slices), "meta string")
     return ids.mapInArrow(
         _read_objects(
-            pool.store.uri, pool.id, pool.config.key, scan.pool_schema, where, out.names
+            pool.store.uri, pool.id, pool.config.key, scan.pool_schema, where, out.names, counters
         ),
         spark_schema,
     )

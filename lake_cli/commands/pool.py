@@ -283,6 +283,7 @@ def commit(
     "  lake query \"SELECT count(*) FROM flights WHERE day = DATE '2026-01-05'\" --stats\n"
     "  lake query 'SELECT * FROM \"flights@dev\" EXCEPT SELECT * FROM flights' -f json\n"
     '  lake query "SELECT * FROM ns.logs LIMIT 10" --as-of 2026-01-05T10:00:00Z -f csv\n'
+    '  lake query --spark "SELECT carrier, count(*) AS n FROM flights GROUP BY carrier"\n'
     "  lake query -p logs\n"
     '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
     "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
@@ -320,6 +321,7 @@ def commit(
 )
 @format_option("table", "json", "csv", "parquet")
 @option("-o", "output", metavar="FILE", help="write to FILE (needed for -f parquet)")
+@spark_options()
 @pass_lake
 def query(
     lk: LakeContext,
@@ -333,7 +335,13 @@ def query(
     limit: int | None,
     fmt: str,
     output: str | None,
+    spark: bool,
+    spark_master: str | None,
 ) -> None:
+    if sql is None and (spark or spark_master):
+        raise CommandLineError(
+            '--spark runs SQL: lake query --spark "SELECT … FROM POOL"', click.get_current_context()
+        )
     if sql is not None:
         from lake_cli.sqlquery import run_sql_query
 
@@ -346,6 +354,11 @@ def query(
         extra = [name for name, value in given.items() if value is not None]
         if extra:
             raise CommandLineError(f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx)
+        if spark or spark_master:
+            from lake_cli.commands import spark as on_spark
+
+            on_spark.sql_query(lk, sql, parse_time(as_of), stats, fmt, output, spark_master)
+            return
         run_sql_query(lk, sql, parse_time(as_of), stats, fmt, output)
         return
     if pool is None:

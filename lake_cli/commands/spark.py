@@ -1,5 +1,6 @@
 """The ``--spark`` paths: ``lake load --spark``, ``lake compact --spark``,
-``lake cleanup --spark`` (``--spark-master URL`` implies ``--spark``).
+``lake cleanup --spark``, ``lake query --spark "SQL"`` (``--spark-master URL`` implies
+``--spark``).
 
 Only lake_spark's public API is used, imported when a command asks for Spark, so ``lake``
 without ``--spark`` never imports pyspark. The master is resolved here, at the edge:
@@ -10,8 +11,11 @@ local commands' own (:mod:`lake_cli.report`).
 from __future__ import annotations
 
 import importlib.util
+import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from lake_cli import report
@@ -101,3 +105,43 @@ def cleanup(
         result = spark_cleanup(spark, target, keep, dry_run=dry_run, guard=held.check)
     for line in report.cleanup_lines(result, target.name, fmt):
         say(line)
+
+
+def sql_query(
+    lk: LakeContext,
+    sql: str,
+    as_of: datetime | None,
+    stats: bool,
+    fmt: str,
+    output: str | None,
+    master: str | None,
+) -> None:
+    """``lake query --spark "SQL"``: the DuckDB path's query, output and errors, run by Spark
+    SQL (:mod:`lake_spark.sql`). The result is collected on the driver, then written."""
+    _needs_pyspark()
+    import pyarrow as pa
+
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_spark.sql import spark_sql
+
+    if output is not None:
+        try:  # fail as one line before Spark starts; "a" neither truncates nor needs a read
+            open(output, "ab").close()
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    lake = lk.lake()
+    with spark_session_for(master, "query") as spark:
+        query = spark_sql(spark, sql, lake.pool, lake, as_of=as_of)
+        try:
+            table = query.to_arrow()
+            counts = query.stats()
+        finally:
+            query.close()
+    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+    if output is not None and fmt != "parquet":
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            write_records(reader, fmt, out=f)
+    else:
+        write_records(reader, fmt, path=output)
+    if stats:
+        sys.stderr.write(json.dumps(counts) + "\n")

@@ -40,19 +40,12 @@ from lake_core.pool import Pool
 from lake_core.stores.s3 import S3ObjectStore
 from lake_spark import spark_compact, spark_delete_keys, spark_load
 from lake_spark.read import spark_read
-from lake_spark.session import SparkSettings, executor_env, session_conf, spark_session
+from lake_spark.session import SparkSettings, executor_env, session_conf
 from tests.lakecheck import assert_objects_intact
 
 pyspark = pytest.importorskip("pyspark")
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="session")
-def spark(s3_endpoint: str) -> Iterator[Any]:
-    session = spark_session(SparkSettings.resolve("local[2]", app_name="lakepool-tests"))
-    yield session
-    session.stop()
 
 
 # -- helpers ----------------------------------------------------------------------------------
