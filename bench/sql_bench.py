@@ -13,8 +13,10 @@ The systems, all on the same rows, all executed by DuckDB (threads: DuckDB's def
 - ``delta``: the same rows, sorted the same way, written by ``write_deltalake``;
   ``DeltaTable(path).to_pyarrow_dataset()`` registered in DuckDB.
 
-Every timed run starts from nothing open (lake/table opened, connection made, query run,
-result fetched); systems take turns in a rotating order within each round. Bytes read:
+Every timed run starts from nothing open but a fresh DuckDB connection, made before the clock
+starts (the peers run in it; the lake makes its own per query, which it counts): lake or table
+opened, query planned and run, result fetched. Systems take turns in a rotating order within
+each round. Bytes read:
 lakepool's from its planner's counters (``bytes_read``: compressed sizes of the column chunks of
 the row groups read, in the columns read); delta's and the floor's counted the same way from
 the pyarrow fragments and row groups their dataset keeps for the query's filter
@@ -160,9 +162,10 @@ def setup(args: argparse.Namespace) -> tuple[str, list[str], str]:
 # -- the systems (timed) --------------------------------------------------------------------------
 
 
-def run_lakepool(root: str, sql: str) -> tuple[list[tuple[Any, ...]], Any]:
-    """Open the lake, plan and run ``sql``; the rows, and the run (its counters are read
-    after the clock stops: on local disk ``SqlRun.stats`` reads the planned footers)."""
+def run_lakepool(root: str, sql: str, con: Any) -> tuple[list[tuple[Any, ...]], Any]:
+    """Open the lake, plan and run ``sql`` (the lake makes its own sandboxed DuckDB connection
+    per query: that is part of its cost); the rows, and the run (its counters are read after
+    the clock stops: on local disk ``SqlRun.stats`` reads the planned footers)."""
     from lake_core.sql import run_sql
 
     lake = Lake.open(root)
@@ -170,14 +173,14 @@ def run_lakepool(root: str, sql: str) -> tuple[list[tuple[Any, ...]], Any]:
     return run.relation.fetchall(), run
 
 
-def run_files(files: list[str], sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect()
+def run_files(files: list[str], sql: str, con: Any) -> list[tuple[Any, ...]]:
+    """DuckDB's own reader over the files, in a connection made before the clock started."""
     con.execute(f"CREATE VIEW lineitem AS SELECT * FROM read_parquet({files!r})")
     return con.sql(sql).fetchall()
 
 
-def run_delta(path: str, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect()
+def run_delta(path: str, sql: str, con: Any) -> list[tuple[Any, ...]]:
+    """Open the Delta table, register its pyarrow dataset, query (connection made before)."""
     con.register("lineitem", DeltaTable(path).to_pyarrow_dataset())
     return con.sql(sql).fetchall()
 
@@ -216,10 +219,10 @@ def same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
 
 
 def bench(args: argparse.Namespace, root: str, files: list[str], delta: str) -> dict[str, Any]:
-    runners: dict[str, Callable[[str], Any]] = {
-        "lakepool": lambda sql: run_lakepool(root, sql),
-        "duckdb-files": lambda sql: run_files(files, sql),
-        "delta": lambda sql: run_delta(delta, sql),
+    runners: dict[str, Callable[[str, Any], Any]] = {
+        "lakepool": lambda sql, con: run_lakepool(root, sql, con),
+        "duckdb-files": lambda sql, con: run_files(files, sql, con),
+        "delta": lambda sql, con: run_delta(delta, sql, con),
     }
     out: dict[str, Any] = {}
     for qname, (sql, columns, flt) in QUERIES.items():
@@ -229,10 +232,12 @@ def bench(args: argparse.Namespace, root: str, files: list[str], delta: str) -> 
         for r in range(args.repeat):
             order = list(SYSTEMS[r % 3 :] + SYSTEMS[: r % 3])
             for name in order:
+                con = duckdb.connect()  # a fresh connection, outside the clock
                 settle()
                 t0 = time.perf_counter()
-                got = runners[name](sql)
+                got = runners[name](sql, con)
                 times[name].append(time.perf_counter() - t0)
+                con.close()
                 if name == "lakepool":
                     got, run = got
                     lake_stats = run.stats()

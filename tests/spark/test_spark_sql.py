@@ -149,6 +149,31 @@ def test_same_rows_as_duckdb(spark: Any, world: World) -> None:
     assert _both(spark, w, "SELECT count(*) FROM flights", as_of=w.between) == [(750,)]
 
 
+def test_metadata_tables_and_views(spark: Any, world: World) -> None:
+    w = world
+    objects = _both(spark, w, "SELECT count(*), sum(count) FROM flights$objects")
+    assert objects == [(4, 1000)]
+    commits = _both(spark, w, 'SELECT message, adds FROM "flights@dev$commits" ORDER BY date')
+    assert len(commits) == 5  # three loads, one more, then one on dev
+    _both(spark, w, "SELECT name FROM flights$branches ORDER BY name")
+    _both(spark, w, "SELECT name FROM lake$pools ORDER BY name")
+    # a metadata table joined with the pool it describes
+    _both(
+        spark,
+        w,
+        "SELECT o.id, count(*) FROM flights$objects o JOIN flights f "
+        "ON f.id BETWEEN o.min AND o.max GROUP BY o.id ORDER BY o.id",
+    )
+    if not any(v.name == "jfk" for v in w.lake.views()):
+        w.lake.create_view(
+            "jfk",
+            "SELECT carrier, count(*) AS n FROM flights WHERE origin = 'JFK' GROUP BY carrier",
+        )
+        w.lake.create_view("ns.busy", "SELECT carrier FROM jfk WHERE n > 80")
+    assert len(_both(spark, w, "SELECT * FROM jfk ORDER BY carrier")) == 4
+    _both(spark, w, "SELECT count(*) FROM ns.busy")
+
+
 def test_pruning_matches_the_duckdb_plan(spark: Any, world: World) -> None:
     w = world
     sql = "SELECT count(*) FROM flights WHERE id >= 2000 AND id < 2100"
