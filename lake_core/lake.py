@@ -125,6 +125,8 @@ class Lake:
             # Checked first so the common mistake leaves nothing behind; a racing creator of
             # the same name is still refused by the catalog commit below.
             raise AlreadyExistsError("pool", str(pool_name))
+        if self._view_named(pool_name):
+            raise AlreadyExistsError("view", str(pool_name))  # likewise, before any write
         pool = self._open_pool(pool_config)
         # The pool's journal exists before its name does: a reader that finds the name always
         # finds a usable pool. A crash (or a lost race for the name) between the two leaves an
@@ -136,6 +138,15 @@ class Lake:
     def pool(self, name: str) -> Pool:
         """The pool called ``name``. Raises PoolNotFoundError."""
         return self._open_pool(self.registry.get(PoolName.parse(name)))
+
+    def _view_named(self, name: PoolName) -> bool:
+        from lake_core.views import get_view
+
+        try:
+            state = self.catalog.snapshot().state
+        except NotFoundError:
+            return False  # a lake made before its catalog has no views
+        return get_view(state, name) is not None
 
     def _open_pool(self, config: PoolConfig) -> Pool:
         if self.config.conditional_writes:

@@ -94,16 +94,21 @@ class TableName:
 
 
 def parse_view_name(text: str) -> PoolName:
-    """``NS.NAME`` or ``NAME`` under the pool-name rules. Raises InvalidNameError."""
+    """``NS.NAME`` or ``NAME`` under the pool-name rules, and without ``$``. Raises
+    InvalidNameError."""
     if text.count(".") > 1:
         raise InvalidNameError(text, "a view is NAME or NAMESPACE.NAME")
     ns, dot, name = text.partition(".")
     if not dot:
         ns, name = DEFAULT_NAMESPACE, text
     try:
-        return PoolName(validate_name(ns, "namespace"), validate_name(name, "view name"))
+        parsed = PoolName(validate_name(ns, "namespace"), validate_name(name, "view name"))
     except InvalidNameError as e:
         raise InvalidNameError(text, e.reason) from None
+    if "$" in text:
+        # SQL reads NAME$META as a metadata table: such a view could never be queried.
+        raise InvalidNameError(text, "a view name must not contain '$'")
+    return parsed
 
 
 def view_sql(definition: objects_pb2.ViewDef) -> str:

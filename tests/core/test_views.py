@@ -76,6 +76,7 @@ def test_create_list_drop_and_catalog_versions(lake: Lake) -> None:
         ("bad name", "SELECT 1", InvalidNameError, "invalid name 'bad name'"),
         ("a.b.c", "SELECT 1", InvalidNameError, "a view is NAME or NAMESPACE.NAME"),
         ("x@y", "SELECT 1", InvalidNameError, "must not contain '@'"),
+        ("x$objects", "SELECT 1", InvalidNameError, "must not contain '\\$'"),
     ],
 )
 def test_refused_creates_change_nothing(
@@ -97,6 +98,15 @@ def test_duplicates_and_unknown_drops_are_refused(lake: Lake) -> None:
         lake.drop_view("w")
     assert lake.catalog.latest_version() == version
     assert [v.sql for v in lake.views()] == ["SELECT 1"]
+
+
+def test_a_pool_is_refused_a_view_s_name(lake: Lake) -> None:
+    lake.create_view("ops.v", "SELECT 1")
+    version = lake.catalog.latest_version()
+    with pytest.raises(AlreadyExistsError, match="view 'ops.v' already exists"):
+        lake.create_pool("ops.v")
+    assert lake.catalog.latest_version() == version
+    assert [str(p.name) for p in lake.pools()] == ["flights", "ops.logs"]
 
 
 def test_a_cycle_through_a_dropped_view_is_refused(lake: Lake) -> None:
@@ -133,3 +143,16 @@ def test_view_names_follow_the_pool_rules() -> None:
     assert parse_view_name("v").namespace == "default"
     with pytest.raises(InvalidNameError, match="must not be empty"):
         parse_view_name(".v")
+
+
+def test_a_refused_pool_create_leaves_no_pool_directory(tmp_path: object) -> None:
+    from pathlib import Path
+
+    root = Path(str(tmp_path)) / "lake"
+    lake = Lake.init(LakeConfig(uri=str(root), user="tester"))
+    lake.create_view("v", "SELECT 1")
+    before = sorted(p.name for p in (root / "pools").iterdir()) if (root / "pools").exists() else []
+    with pytest.raises(AlreadyExistsError, match="view 'v' already exists"):
+        lake.create_pool("v")
+    after = sorted(p.name for p in (root / "pools").iterdir()) if (root / "pools").exists() else []
+    assert after == before
