@@ -136,6 +136,7 @@ def load(
     meta: Any = None,
     on_object: Callable[[ObjectMeta], None] | None = None,
     txn: Txn | Sequence[Txn] | None = None,
+    group: bool = False,
 ) -> Commit:
     """Add and commit ``sources`` to ``branch`` in one commit; nothing is visible on failure.
     On CommitStateUnknownError the objects stay: the commit may have landed. The commit point
@@ -143,7 +144,10 @@ def load(
 
     ``txn``: the application transaction(s) this load is (:mod:`lake_core.txn`). One already
     committed on ``branch`` raises TxnCommittedError before any input is read; one committed
-    by a racing writer meanwhile raises it at the commit point, the objects discarded."""
+    by a racing writer meanwhile raises it at the commit point, the objects discarded.
+
+    ``group``: hand the commit to the pool's group committer (:mod:`lake_core.grouping`), so
+    loads running in other threads meanwhile share it; the outcome is still this load's own."""
     txns = as_txns(txn)
     if txns:
         check_txns(pool.snapshot(pool.tip(branch)).txns, txns)
@@ -166,6 +170,7 @@ def load(
             guard=write_window_guard(pool.clock, started),
             txn=txns,
             durable_first=batch,
+            group=group,
         )
 
 

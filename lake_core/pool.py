@@ -9,6 +9,7 @@ commit protocol itself lives in :mod:`lake_core.committing`.
 from __future__ import annotations
 
 import random
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
     from lake_core.counting import CountResult
     from lake_core.diff import SnapshotDiff
+    from lake_core.grouping import GroupCommitter
     from lake_core.integrity import Verdict
     from lake_core.loading import Source, Staged
     from lake_core.locks import LockHandle, LockProvider
@@ -77,21 +79,31 @@ _CACHE_SNAPSHOTS = 16
 
 
 class _LRU(OrderedDict[str, Any]):
+    """Thread-safe for get_or/put/pop: loads in several threads share one Pool (group
+    commit), and a check-then-move must not race an eviction."""
+
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
+        self.lock = threading.Lock()
 
     def get_or(self, key: str) -> Any:
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        return None
+        with self.lock:
+            value = super().get(key)
+            if value is not None:
+                self.move_to_end(key)
+            return value
 
     def put(self, key: str, value: Any) -> None:
-        self[key] = value
-        self.move_to_end(key)
-        while len(self) > self.size:
-            self.popitem(last=False)
+        with self.lock:
+            self[key] = value
+            self.move_to_end(key)
+            while len(self) > self.size:
+                self.popitem(last=False)
+
+    def pop(self, key: str, default: Any = None) -> Any:
+        with self.lock:
+            return super().pop(key, default)
 
 
 class Pool:
@@ -127,6 +139,8 @@ class Pool:
         self._snapshots = _LRU(_CACHE_SNAPSHOTS)
         self._rng = random.Random()
         self._locks = locks
+        self._group: GroupCommitter | None = None
+        self._group_lock = threading.Lock()
 
     @property
     def id(self) -> str:
@@ -483,6 +497,7 @@ class Pool:
         txn: Txn | Sequence[Txn] | None = None,
         carried_txns: Sequence[Txn] = (),
         durable_first: SyncBatch | None = None,
+        group: bool = False,
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
@@ -493,7 +508,8 @@ class Pool:
         ``carried_txns``: another branch's transactions a merge brings, recorded where above
         the parent's versions, never refused. ``durable_first``: the batch ``adds`` were
         written into without fsync (:meth:`ObjectStore.deferring`), made durable before the
-        commit point."""
+        commit point. ``group``: may share one commit with other threads' requests
+        (:meth:`group_committer`); the returned commit then holds theirs too."""
         request = CommitRequest(
             branch,
             tuple(adds),
@@ -508,7 +524,19 @@ class Pool:
             as_txns(txn),
             tuple(carried_txns),
         )
+        if group:
+            return self.group_committer().commit(request, guard, durable_first)
         return run_commit(self, request, guard, durable_first)
+
+    def group_committer(self) -> GroupCommitter:
+        """This handle's group-commit queue (:mod:`lake_core.grouping`): concurrent requests
+        handed to it while a commit is in flight land together as one commit."""
+        from lake_core.grouping import GroupCommitter
+
+        with self._group_lock:
+            if self._group is None:
+                self._group = GroupCommitter(self)
+            return self._group
 
     def remember(self, commit: Commit, snapshot: Snapshot | None = None) -> None:
         """Cache ``commit`` (and its snapshot): both are immutable once written."""
@@ -581,11 +609,15 @@ class Pool:
         meta: Any = None,
         on_object: Callable[[ObjectMeta], None] | None = None,
         txn: Txn | Sequence[Txn] | None = None,
+        group: bool = False,
     ) -> Commit:
         """Load files (paths, ``-`` for stdin, binary streams) or Arrow tables into ``branch``
         in one commit; nothing is visible on failure (:func:`lake_core.loading.load`).
         ``txn``: the application transaction(s) this load is; TxnCommittedError, nothing
-        committed, when one is in already (:mod:`lake_core.txn`)."""
+        committed, when one is in already (:mod:`lake_core.txn`). ``group``: concurrent
+        loads from other threads of this process may land in the same commit (group commit,
+        :mod:`lake_core.grouping`): the returned commit holds this load's objects, and maybe
+        theirs; every caller still gets its own outcome."""
         from lake_core.loading import load
 
         return load(
@@ -598,6 +630,7 @@ class Pool:
             meta=meta,
             on_object=on_object,
             txn=txn,
+            group=group,
         )
 
     def add(

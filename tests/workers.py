@@ -39,6 +39,44 @@ def commit_loads(uri: str, pool: str, worker: int, loads: int, start: Any, out: 
     out.put((worker, ids))
 
 
+def commit_loads_grouped(
+    uri: str, pool: str, worker: int, threads: int, loads: int, start: Any, out: Any
+) -> None:
+    """``threads`` threads of one process each make ``loads`` small loads with group commit;
+    put (worker, [(writer, i, commit id, [object ids])]) on ``out``. Writer ``worker *
+    threads + t`` identifies a thread's rows."""
+    import threading
+
+    lake = Lake.open(LakeConfig(uri=uri, user=f"g{worker}"))
+    p = lake.pool(pool)
+    got: list[tuple[int, int, str, list[str]]] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def run(t: int) -> None:
+        w = worker * threads + t
+        try:
+            for i in range(loads):
+                mine: list[str] = []
+                c = p.load(
+                    rows_for(w, i), group=True, on_object=lambda o, into=mine: into.append(o.id)
+                )
+                with lock:
+                    got.append((w, i, c.id, mine))
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            errors.append(e)
+
+    start.wait()
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+    out.put((worker, got))
+
+
 def crash_writer(uri: str, pool: str, worker: int) -> None:
     """Load forever, printing ``committed <id> <i>`` after each acknowledged commit; the test
     kills this process with SIGKILL at a random moment."""

@@ -17,6 +17,7 @@ messages carry only the bucket, the key and the service's error code.
 from __future__ import annotations
 
 import builtins
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,21 @@ class S3ObjectStore(ObjectStore):
         self.prefix = prefix.strip("/")
         self.uri = f"s3://{bucket}/{self.prefix}" if self.prefix else f"s3://{bucket}"
         self._client: S3Client = client or self.config.client()
+        self._sent = 0
+        self._sent_lock = threading.Lock()
+        # Every HTTP request this store's client sends, SDK retries included (boto3 emits
+        # before-send per attempt): the round trips, for benchmarks and tests. A client
+        # shared between stores counts for each of them.
+        self._client.meta.events.register("before-send.s3", self._count_request)
+
+    def _count_request(self, **_: Any) -> None:
+        with self._sent_lock:
+            self._sent += 1
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests (round trips) sent so far through this store's client."""
+        return self._sent
 
     @classmethod
     def from_uri(
