@@ -242,14 +242,15 @@ class _Session:
     def add_parquet_view(self, key: str, read: _PoolRead, schema: pa.Schema) -> None:
         """A view over read_parquet of the planned files, shaped as the pool schema."""
         files = "[" + ", ".join(_string(f) for f in read.files) + "]"
-        column_sets = {frozenset(o.columns) for o in read.plan.objects}
-        by_name = ", union_by_name=true" if len(column_sets) > 1 else ""
-        source = f"read_parquet({files}{by_name})"
         if _uniform(read.plan.objects, schema):
             # Every object holds every pool column in the pool's type (the commits say so):
             # DuckDB reads the files as they are, with no probe of their footers here.
+            source = f"read_parquet({files})"
             select = ", ".join(_quote(name) for name in schema.names)
         else:
+            # Files differ (a column added later, an all-null column written as type null):
+            # DuckDB unifies them by name, then each column is made the pool's.
+            source = f"read_parquet({files}, union_by_name=true)"
             select = self.conforming_columns(source, schema)
         self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT {select} FROM {source}")
 

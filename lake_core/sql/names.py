@@ -7,18 +7,23 @@ Grammar of one table name (after DuckDB has parsed the SQL, so quoting is gone):
 
 ``flights`` and ``ns.flights`` are unquoted SQL; a name with ``@`` needs double quotes
 (``"flights@dev"``, ``"flights@dev$objects"``); ``flights$commits`` parses unquoted. ``$``
-splits at its last occurrence, so ``META`` never holds one (pool names may, see the resolver).
+splits at its last occurrence when an identifier follows it (pool and branch names may hold
+``$``: ``"a$b@dev"`` is pool ``a$b``; the resolver reads ``a$b`` as a pool when no metadata
+table ``b`` exists).
 ``lake$…`` with no namespace and no ref is always the lake's own; a pool called ``lake`` names
 its metadata with a ref (``"lake@main$commits"``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lake_core.errors import UsageError
 
 __all__ = ["LAKE_WORD", "TableRef", "parse_table_name"]
+
+_META = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 #: The word before ``$`` that names the lake itself rather than a pool.
 LAKE_WORD = "lake"
@@ -63,6 +68,8 @@ def parse_table_name(text: str) -> TableRef:
         base, meta = text, ""
     elif not meta:
         raise UsageError(f"table name {text!r}: nothing after '$'")
+    elif not _META.match(meta):
+        base, meta = text, ""  # "a$b@dev": the '$' belongs to a name, not a metadata table
     pool_text, at, ref = base.partition("@")
     if at and not ref:
         raise UsageError(f"table name {text!r}: nothing after '@'")

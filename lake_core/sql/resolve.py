@@ -102,6 +102,15 @@ def resolve_table(
         return TableTable(make(MetaRequest(lake, None, name, as_of)))
     pool_name = name.pool_name
     assert pool_name is not None
+    if name.meta is not None and name.meta not in POOL_META_TABLES and name.ref is None:
+        # "a$b" with no metadata table b: a pool whose name holds a '$', if there is one.
+        try:
+            pool = open_pool(f"{pool_name}${name.meta}")
+        except PoolNotFoundError:
+            pass
+        else:
+            commit_id = pool.resolve(None, as_of)
+            return PoolTable(pool, commit_id, pool.snapshot(commit_id))
     try:
         pool = open_pool(pool_name)
     except PoolNotFoundError:

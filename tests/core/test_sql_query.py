@@ -263,3 +263,11 @@ def test_table_names(text: str, ref: TableRef) -> None:
 def test_bad_table_names(text: str) -> None:
     with pytest.raises(Exception, match="table name"):
         parse_table_name(text)
+
+
+def test_a_pool_name_with_a_dollar(lake: Lake) -> None:
+    if "a$b" not in {str(p.name) for p in lake.pools()}:
+        lake.create_pool("a$b", "k").load(pa.table({"k": [1, 2]}))
+    assert rows(lake, "SELECT count(*) FROM a$b") == [(2,)]
+    assert rows(lake, 'SELECT count(*) FROM "a$b@main"') == [(2,)]
+    assert parse_table_name("a$b@dev") == TableRef(None, "a$b", "dev")
