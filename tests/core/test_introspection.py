@@ -281,3 +281,22 @@ def test_stats_of_mixed_types_are_typed_where_they_fit(tmp_path: Path) -> None:
     assert (first["v"]["min"], second["v"]["max"]) == (1.0, 2.5)
     assert isinstance(first["v"]["min"], float)
     assert (first["s"]["min"], second["s"]["min"]) == ('"a"', "3")  # JSON text: no one type
+
+
+def test_vacated_history_ends_the_commits_and_names_the_tails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri, user="tester"))
+    pool = lake.create_pool("p", "k:asc")
+    for i in range(3):
+        pool.load(pa.table({"k": [i]}), message=f"load {i}")
+    second = pool.log().__next__().parent
+    assert second is not None
+    pool.vacate(pool.read_commit(second).date)
+    got = lake.metadata("p", "commits").to_pylist()
+    assert [c["message"] for c in got] == ["load 2", "load 1"]
+    assert [c["id"] for c in got] == [
+        c["id"] for c in cli(capsys, uri, "log", "-p", "p", "-f", "json")
+    ]
+    assert lake.metadata("p", "branches").to_pylist()[0]["tail"] == second

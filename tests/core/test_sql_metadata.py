@@ -137,3 +137,11 @@ def test_a_view_cycle_is_refused_at_query_time(lake: Lake) -> None:
         txn.commit()
     with pytest.raises(LakeError, match="view a reaches itself: a -> b -> a"):
         lake.sql("SELECT * FROM a").fetchall()
+
+
+def test_pool_sql_reads_the_pool_s_metadata_tables(lake: Lake) -> None:
+    pool = lake.pool("flights")
+    got = pool.sql("SELECT count(*) FROM flights$commits").fetchall()
+    assert got == [(lake.metadata("flights", "commits").num_rows,)]
+    with pytest.raises(LakeError, match=r"lake\$pools: the lake's tables need a lake"):
+        pool.sql("SELECT * FROM lake$pools").fetchall()
