@@ -23,11 +23,17 @@ Invariants:
   superset of what its :meth:`Pruner.keep_object` keeps: using it changes speed, never the plan.
 * The plan names objects in snapshot order; counters only grow, and ``objects_total`` is the
   snapshot's live object count.
+
+Engines that take a list of files and row groups (a pyarrow dataset for DuckDB on S3, Spark)
+call :func:`open_fragments`, which opens the planned objects' footers in parallel and returns
+:class:`Fragment` s (object, key, kept row groups, footer), counting as it goes; an engine that
+reads as it opens (the pyarrow scan) calls :meth:`ReadPlan.row_groups` per object instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -44,8 +50,10 @@ if TYPE_CHECKING:
 
     from lake_core.poolkey import PoolKey
     from lake_core.snapshot import Snapshot
+    from lake_core.stores.base import ObjectStore
 
 __all__ = [
+    "Fragment",
     "PruneCounts",
     "Pruner",
     "ReadPlan",
@@ -53,6 +61,7 @@ __all__ = [
     "RowGroupView",
     "StatsPruner",
     "object_stats",
+    "open_fragments",
     "plan_read",
 ]
 
@@ -263,3 +272,68 @@ def plan_read(
         else:
             chosen.append(obj)
     return ReadPlan(schema, predicate, chosen, pruners, stats, pruned)
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """One object to read and the row groups of it the plan keeps (never empty)."""
+
+    obj: ObjectMeta
+    #: The object's store key (:meth:`lake_core.layout.PoolLayout.data`).
+    key: str
+    row_groups: tuple[int, ...]
+    #: Its footer, as opened (and checked against the commit) by :func:`open_fragments`.
+    metadata: pq.FileMetaData
+
+    @property
+    def whole(self) -> bool:
+        """Whether every row group of the object is kept."""
+        return len(self.row_groups) == self.metadata.num_row_groups
+
+
+def open_fragments(
+    plan: ReadPlan,
+    store: ObjectStore,
+    pool_id: str,
+    pool_name: str,
+    columns: Iterable[str] | None = None,
+    threads: int = 16,
+) -> list[Fragment]:
+    """Open the footer of every planned object (checked against its commit, in parallel:
+    on S3 each is a ranged GET), decide its row groups, and count what an engine reading
+    the result reads (``columns``: the top-level columns it reads; None: all). Objects left
+    with no row group are not returned. Raises PurgedObjectError for an object purged since
+    the snapshot, CorruptDataObjectError for one that is not what its commit recorded."""
+    from lake_core.errors import ObjectNotFoundError, PurgedObjectError
+    from lake_core.integrity import open_verified
+    from lake_core.layout import PoolLayout
+    from lake_core.purge_records import purged_by
+
+    layout = PoolLayout(pool_id)
+
+    def footer(obj: ObjectMeta) -> pq.FileMetaData:
+        try:
+            return open_verified(store, pool_id, obj, pool_name).metadata
+        except ObjectNotFoundError:
+            raise PurgedObjectError(obj.id, purged_by(store, pool_id, obj.id)) from None
+
+    if not plan.objects:
+        return []
+    if len(plan.objects) == 1:
+        footers = [footer(plan.objects[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=min(threads, len(plan.objects))) as ex:
+            footers = list(ex.map(footer, plan.objects))
+    wanted = None if columns is None else {c.lower() for c in columns}
+    out = []
+    for obj, metadata in zip(plan.objects, footers, strict=True):
+        groups = plan.row_groups(obj, metadata)
+        plan.opened()
+        if not groups:
+            continue
+        names = metadata.schema.to_arrow_schema().names
+        read = names if wanted is None else [n for n in names if n.lower() in wanted]
+        rows = sum(metadata.row_group(g).num_rows for g in groups)
+        plan.read(metadata, groups, read, rows)
+        out.append(Fragment(obj, layout.data(obj.id), tuple(groups), metadata))
+    return out

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake_core.errors import ObjectNotFoundError, PoolNotFoundError, PurgedObjectError
+from lake_core.errors import PoolNotFoundError, PurgedObjectError
 from lake_core.expr import Expr
 from lake_core.objects import ObjectMeta
-from lake_core.planning import ReadPlan, plan_read
+from lake_core.planning import ReadPlan, open_fragments, plan_read
 from lake_core.purge_records import purged_by
 from lake_core.sql.analyze import Analysis, analyze
 from lake_core.sql.errors import SqlError
@@ -273,36 +272,26 @@ class _Session:
         return ", ".join(columns)
 
     def dataset(self, read: _PoolRead, schema: pa.Schema) -> Any:
-        """The planned fragments and row groups as a pyarrow dataset (footers read in
-        parallel: each is a ranged GET)."""
+        """The planned fragments and row groups as a pyarrow dataset over the store's Arrow
+        filesystem (footers opened and checked by the planner, in parallel)."""
         import pyarrow.dataset as ds
 
-        from lake_core.integrity import open_verified
-
-        pool, plan = read.table.pool, read.plan
-
-        def footer(obj: ObjectMeta) -> Any:
-            try:
-                return open_verified(pool.store, pool.id, obj, pool.name).metadata
-            except ObjectNotFoundError:
-                raise PurgedObjectError(obj.id, purged_by(pool.store, pool.id, obj.id)) from None
-
-        with ThreadPoolExecutor(max_workers=min(16, len(plan.objects))) as ex:
-            footers = list(ex.map(footer, plan.objects))
+        pool = read.table.pool
+        fragments = open_fragments(read.plan, pool.store, pool.id, pool.name, self.columns)
         fmt = ds.ParquetFileFormat()
-        fs, _ = pool.store.arrow_location(pool.layout.data(plan.objects[0].id))
-        fragments = []
-        for obj, metadata in zip(plan.objects, footers, strict=True):
-            groups = plan.row_groups(obj, metadata)
-            plan.opened()
-            if not groups:
-                continue
-            rows = sum(metadata.row_group(g).num_rows for g in groups)
-            names = metadata.schema.to_arrow_schema().names
-            plan.read(metadata, groups, _query_columns(self.columns, names), rows)
-            _, path = pool.store.arrow_location(pool.layout.data(obj.id))
-            fragments.append(fmt.make_fragment(path, filesystem=fs, row_groups=groups))
-        return ds.FileSystemDataset(fragments, schema, fmt, fs)
+        fs, _ = pool.store.arrow_location(pool.layout.data("probe"))
+        parts = []
+        for fragment in fragments:
+            _, path = pool.store.arrow_location(fragment.key)
+            # All groups: a plain fragment, which Arrow reads with its whole-file read-ahead.
+            # The recorded size spares a HEAD per object (the footer check confirmed it).
+            groups = None if fragment.whole else list(fragment.row_groups)
+            parts.append(
+                fmt.make_fragment(
+                    path, filesystem=fs, row_groups=groups, file_size=fragment.obj.size
+                )
+            )
+        return ds.FileSystemDataset(parts, schema, fmt, fs)
 
     def lock(self) -> None:
         """No file beyond the planned objects, no configuration change, from here on."""

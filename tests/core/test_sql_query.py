@@ -271,3 +271,27 @@ def test_a_pool_name_with_a_dollar(lake: Lake) -> None:
     assert rows(lake, "SELECT count(*) FROM a$b") == [(2,)]
     assert rows(lake, 'SELECT count(*) FROM "a$b@main"') == [(2,)]
     assert parse_table_name("a$b@dev") == TableRef(None, "a$b", "dev")
+
+
+def test_the_relation_keeps_its_connection(flights: Pool, lake: Lake) -> None:
+    import gc
+
+    def make() -> Any:
+        return lake.sql("SELECT count(*) AS n FROM flights WHERE day = '2026-01-02'")
+
+    relation = make()
+    gc.collect()
+    assert relation.fetchall() == [(6,)]
+
+
+def test_planned_fragments_name_row_groups(flights: Pool, lake: Lake) -> None:
+    from lake_core.expr import parse_predicate
+    from lake_core.planning import open_fragments, plan_read
+
+    snap = flights.snapshot(flights.resolve())
+    plan = plan_read(snap, flights.config.key, parse_predicate("day = '2026-01-04'"))
+    fragments = open_fragments(plan, flights.store, flights.id, flights.name, ["delay"])
+    assert [f.row_groups for f in fragments] == [(0,)]
+    assert fragments[0].whole and fragments[0].obj.count == 6
+    assert plan.stats.objects_read == 1 and plan.stats.rows_read == 6
+    assert plan.pruned["stats"].objects == DAYS  # the other days, by their key range
