@@ -72,45 +72,43 @@ def test_create_ls_drop_and_rollback(L: list[str], capsys: pytest.CaptureFixture
     assert [json.loads(x)["sql"] for x in out.splitlines()] == [sql]
 
 
-@pytest.mark.parametrize(
-    ("args", "status", "message"),
-    [
-        (
-            ["view", "create", "v", "DROP TABLE flights"],
-            1,
-            "error: DROP statements are refused",
-        ),
-        (
-            ["view", "create", "v", "SELECT * FROM nope"],
-            1,
-            "error: nope: pool not found (named by view v)",
-        ),
-        (["view", "create", "flights", "SELECT 1"], 1, "error: pool 'flights' already exists"),
-        (
-            ["view", "create", "a b", "SELECT 1"],
-            2,
-            "error: invalid name 'a b': a view name must not contain ' '",
-        ),
-        (
-            ["view", "create", "v", "SELECT * FROM read_parquet('/etc/x')"],
-            1,
-            "error: table function read_parquet() is refused",
-        ),
-        (["view", "drop", "zz"], 1, "error: zz: view not found"),
-        (["view", "create", "v", "SELECT nosuch FROM flights"], 1, "error: Binder Error"),
-        (["view", "create", "v"], 2, "error: the following arguments are required: SQL"),
-        (["view", "ls", "--at-version", "99"], 1, "error: 99: catalog version not found"),
-    ],
-)
-def test_refused(
-    L: list[str], capsys: pytest.CaptureFixture[str], args: list[str], status: int, message: str
-) -> None:
+#: (arguments, exit status, the start of the one error line): each refused, nothing changed.
+REFUSED: list[tuple[list[str], int, str]] = [
+    (
+        ["view", "create", "v", "DROP TABLE flights"],
+        1,
+        "error: DROP statements are refused",
+    ),
+    (
+        ["view", "create", "v", "SELECT * FROM nope"],
+        1,
+        "error: nope: pool not found (named by view v)",
+    ),
+    (["view", "create", "flights", "SELECT 1"], 1, "error: pool 'flights' already exists"),
+    (
+        ["view", "create", "a b", "SELECT 1"],
+        2,
+        "error: invalid name 'a b': a view name must not contain ' '",
+    ),
+    (
+        ["view", "create", "v", "SELECT * FROM read_parquet('/etc/x')"],
+        1,
+        "error: table function read_parquet() is refused",
+    ),
+    (["view", "drop", "zz"], 1, "error: zz: view not found"),
+    (["view", "create", "v", "SELECT nosuch FROM flights"], 1, "error: Binder Error"),
+    (["view", "create", "v"], 2, "error: the following arguments are required: SQL"),
+    (["view", "ls", "--at-version", "99"], 1, "error: 99: catalog version not found"),
+]
+
+
+def test_refused(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     before = catalog_version(capsys, L)
-    code, out, err = run(capsys, *L, *args)
-    assert code == status
-    assert out == ""
-    assert len(err.splitlines()) == 1 and err.startswith(message), err
-    assert catalog_version(capsys, L) == before
+    for args, status, message in REFUSED:
+        code, out, err = run(capsys, *L, *args)
+        assert (code, out) == (status, ""), args
+        assert len(err.splitlines()) == 1 and err.startswith(message), err
+        assert catalog_version(capsys, L) == before, args
 
 
 def test_a_duplicate_is_refused(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
