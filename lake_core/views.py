@@ -76,17 +76,30 @@ class TableName:
     meta: str | None = None
 
     @classmethod
-    def parse(cls, schema: str, table: str) -> TableName:
-        """``schema`` (empty: the default namespace) and ``table`` as a SQL parser splits a
-        qualified name; the table part may carry ``@REF`` and ``$META``."""
-        base, dollar, meta = table.partition("$")
-        if dollar and not meta:
-            raise InvalidNameError(table, "nothing after '$'")
-        name, at, ref = base.partition("@")
+    def parse(cls, written: str) -> TableName:
+        """A table name as DuckDB's parser hands it over (``NS.NAME`` when qualified). The
+        grammar is :func:`lake_core.sql.names.parse_table_name`'s — ``$`` splits at its last
+        occurrence, the namespace ends at the first ``.`` — repeated here because the SQL
+        package imports this module."""
+        base, dollar, meta = written.rpartition("$")
+        if not dollar:
+            base, meta = written, ""
+        elif not meta:
+            raise InvalidNameError(written, "nothing after '$'")
+        pool_text, at, ref = base.partition("@")
         if at and not ref:
-            raise InvalidNameError(table, "nothing after '@'")
-        namespace = schema or DEFAULT_NAMESPACE
-        return cls(namespace, name, ref if at else None, meta if dollar else None)
+            raise InvalidNameError(written, "nothing after '@'")
+        namespace, dot, name = pool_text.partition(".")
+        if not dot:
+            namespace, name = "", pool_text
+        return cls(namespace or DEFAULT_NAMESPACE, name, ref if at else None, meta or None)
+
+    @property
+    def bare(self) -> str:
+        """The name without its namespace: ``NAME[@REF][$META]``."""
+        ref = f"@{self.ref}" if self.ref is not None else ""
+        meta = f"${self.meta}" if self.meta is not None else ""
+        return f"{self.name}{ref}{meta}"
 
     @property
     def object(self) -> PoolName:
@@ -196,7 +209,7 @@ def expansion_order(state: CatalogState, name: PoolName) -> list[View]:
         if view is None:
             raise NotFoundError("view", str(current))
         for text in view.references:
-            t = _split(text)
+            t = TableName.parse(text)
             is_view = t.meta is None and t.ref is None and state.pool(t.namespace, t.name) is None
             if is_view and get_view(state, t.object) is not None:
                 visit(t.object, (*path, current))
@@ -227,7 +240,7 @@ def create_view(
     if not sql:
         raise UsageError("a view needs a SELECT")
     written = list(dict.fromkeys(check(sql)))
-    tables = [_split(w) for w in written]
+    tables = [TableName.parse(w) for w in written]
     with catalog.begin() as txn:
         state = txn.state
         if state.get(ObjectRef(VIEW, view.namespace, view.name), objects_pb2.ViewDef):
@@ -240,8 +253,8 @@ def create_view(
             view_format=objects_pb2.SQL,
             sql=sql,
             referenced_object_full_names=[
-                objects_pb2.NamespaceObjectFullName(namespace_name=t.namespace, name=_bare(w))
-                for t, w in zip(tables, written, strict=True)
+                objects_pb2.NamespaceObjectFullName(namespace_name=t.namespace, name=t.bare)
+                for t in tables
             ],
             created_at_millis=now_millis,
         )
@@ -261,18 +274,3 @@ def drop_view(catalog: Catalog, name: str) -> int:
             raise NotFoundError("view", str(view))
         txn.drop_view(view.namespace, view.name)
         return txn.commit()
-
-
-def _split(written: str) -> TableName:
-    """``NS.NAME@REF$META`` as written → its parts (the first ``.`` before any ``@``/``$``
-    separates the namespace)."""
-    head = written.split("@", 1)[0].split("$", 1)[0]
-    if "." in head:
-        ns, _, rest = written.partition(".")
-        return TableName.parse(ns, rest)
-    return TableName.parse("", written)
-
-
-def _bare(written: str) -> str:
-    head = written.split("@", 1)[0].split("$", 1)[0]
-    return written.partition(".")[2] if "." in head else written

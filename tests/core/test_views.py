@@ -162,3 +162,20 @@ def test_a_refused_pool_create_leaves_no_pool_directory(tmp_path: object) -> Non
         lake.create_pool("v")
     after = sorted(p.name for p in (root / "pools").iterdir()) if (root / "pools").exists() else []
     assert after == before
+
+
+def test_view_references_parse_as_sql_names_them() -> None:
+    """lake_core.views repeats the SQL name grammar (it cannot import it): both agree."""
+    from lake_core.sql.names import parse_table_name
+    from lake_core.views import TableName
+
+    for text in ["flights", "ns.flights", "flights@dev", "ns.f@dev$objects", "a$b$commits"]:
+        mine, sql = TableName.parse(text), parse_table_name(text)
+        assert (mine.namespace, mine.name, mine.ref, mine.meta) == (
+            sql.namespace or "default",
+            sql.pool,
+            sql.ref,
+            sql.meta,
+        ), text
+        bare = text.partition(".")[2] if "." in text.split("@")[0] else text
+        assert mine.bare == bare, text
