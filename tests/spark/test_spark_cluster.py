@@ -116,9 +116,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             _stop(p)
 
 
+SQL = "SELECT k % 3 AS r, count(*) AS n, sum(v) AS s FROM spark WHERE k < 100 GROUP BY 1 ORDER BY 1"
+
+
 def drive(master: str, plan_json: str) -> None:
     """The driver process: load and compact each lake through the cluster, then report."""
     from lake_spark import SparkSettings, spark_compact, spark_load, spark_session
+    from lake_spark.sql import spark_sql
 
     plan = json.loads(plan_json)
     spark = spark_session(
@@ -135,15 +139,21 @@ def drive(master: str, plan_json: str) -> None:
     report: dict[str, Any] = {}
     try:
         for uri, sources in plan.items():
-            pool = Lake.open(LakeConfig(uri=uri, user="cluster")).pool("spark")
+            lake = Lake.open(LakeConfig(uri=uri, user="cluster"))
+            pool = lake.pool("spark")
             loaded = spark_load(spark, pool, sources, chunk_bytes=4_000)
             for _ in range(2):  # two more overlapping loads, then compact them all
                 spark_load(spark, pool, sources[:1])
             result = spark_compact(spark, pool)
+            # lake query --spark's path: the lake's tasks read in the worker's executors.
+            query = spark_sql(spark, SQL, lake.pool, lake)
+            rows = [list(r.values()) for r in query.to_arrow().to_pylist()]
             report[uri] = {
                 "load": loaded.id,
                 "compacted": result.objects_in,
                 "commit": result.commit.id if result.commit else None,
+                "sql": rows,
+                "sql_stats": query.stats()["spark"],
             }
 
         def where_am_i(_: int) -> dict[str, Any]:
@@ -219,3 +229,7 @@ def test_ingest_and_compaction_on_a_standalone_cluster(
         # follow object ids, which are random within a second: compare them as a multiset).
         assert got["k"].equals(expected[uri]["k"]), uri
         assert sorted(map(str, got.to_pylist())) == sorted(map(str, expected[uri].to_pylist()))
+        # The same SQL on DuckDB: the same rows; the executors' counters reached the driver.
+        duck = Lake.open(LakeConfig(uri=uri)).sql(SQL).fetchall()
+        assert [tuple(r) for r in done["sql"]] == duck and len(duck) == 3
+        assert 0 < done["sql_stats"]["objects_read"] < done["sql_stats"]["objects_total"]
