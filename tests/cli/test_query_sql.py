@@ -226,3 +226,30 @@ def test_help_shows_sql_examples(capsys: pytest.CaptureFixture[str]) -> None:
         main(["query", "--help"])
     out = capsys.readouterr().out
     assert 'lake query "SELECT' in out and "lake query -p logs" in out
+
+
+def test_progress_goes_to_stderr_and_duckdb_prints_none(
+    lake_args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+    import time
+
+    from lake_cli.progress import engine_progress
+    from lake_core.sql import run_sql
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    with engine_progress(lambda: 42.0, True):
+        time.sleep(1.5)  # the bar waits a second before it draws
+    assert "query" in err.getvalue() and "42%" in err.getvalue()
+    lake = Lake.open(LakeConfig(uri=lake_args[1]))
+    run = run_sql("SELECT count(*) FROM events", lake.pool, lake, progress=True)
+    settings = run.connection.execute(
+        "SELECT current_setting('enable_progress_bar'), current_setting('enable_progress_bar_print')"
+    ).fetchall()
+    assert settings == [(True, False)]  # tracked for the poller, never printed on stdout
+    quiet = run_sql("SELECT 1", lake.pool, lake)
+    assert quiet.connection.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [
+        (False,)
+    ]
