@@ -15,8 +15,9 @@ Pushdown rules (soundness: pruning never drops a row the query could see):
   reference is unconstrained;
 * only conjuncts of the WHERE (and the ON of an inner join) of the SELECT whose FROM holds the
   reference constrain it; subqueries and CTEs are analysed in their own scope;
-* the null-supplying side of an outer join, both sides of a positional join, and sampled
-  tables or SELECTs are never constrained (``LEFT JOIN r … WHERE r.x IS NULL`` is an anti-join);
+* the null-supplying side of an outer join, the right side of an ASOF join (pruning it could
+  change which row is nearest), both sides of a positional join, and sampled tables or SELECTs
+  are never constrained (``LEFT JOIN r … WHERE r.x IS NULL`` is an anti-join);
 * an unqualified column binds to the one table of its FROM that has it; otherwise (ambiguous,
   outer, a select-list alias, a struct field) it is not used.
 """
@@ -210,8 +211,12 @@ def _from_items(ref: dict[str, Any], blocked: bool, out: list[Any], ons: list[An
     elif kind == "JOIN":
         ref_type = ref.get("ref_type", "REGULAR")
         join_type = ref.get("join_type", "INNER")
-        if ref_type in ("REGULAR", "CROSS", "NATURAL", "ASOF") and join_type in _NOT_NULL_SUPPLIED:
+        if ref_type in ("REGULAR", "CROSS", "NATURAL") and join_type in _NOT_NULL_SUPPLIED:
             left_blocked, right_blocked = _NOT_NULL_SUPPLIED[join_type]
+        elif ref_type == "ASOF" and join_type in ("INNER", "LEFT"):
+            # Each left row takes its nearest right row: pruning the right side could hand
+            # it a different one, pruning the left side cannot.
+            left_blocked, right_blocked = False, True
         elif ref_type == "REGULAR" and join_type in ("SEMI", "ANTI"):
             left_blocked, right_blocked = False, True
         else:  # FULL OUTER, POSITIONAL, anything new: constrain neither side

@@ -83,6 +83,11 @@ def same(found: Expr | None, text: str | None) -> bool:
         ("SELECT * FROM t RIGHT JOIN u ON t.k = u.k WHERE t.k = 2 AND u.k = 3", None, "k = 3"),
         ("SELECT * FROM t FULL JOIN u ON t.k = u.k WHERE t.k = 2 AND u.k = 3", None, None),
         ("SELECT * FROM t POSITIONAL JOIN u WHERE t.k = 2", None, None),
+        (
+            "SELECT * FROM u ASOF JOIN t ON u.k >= t.k WHERE t.s = 'a' AND u.name = 'n'",
+            None,
+            "name = 'n'",
+        ),
         # a table used twice: the OR of its references, or nothing
         (
             "SELECT * FROM t WHERE k = 1 UNION ALL SELECT * FROM t WHERE k = 2",

@@ -295,3 +295,13 @@ def test_planned_fragments_name_row_groups(flights: Pool, lake: Lake) -> None:
     assert fragments[0].whole and fragments[0].obj.count == 6
     assert plan.stats.objects_read == 1 and plan.stats.rows_read == 6
     assert plan.pruned["stats"].objects == DAYS  # the other days, by their key range
+
+
+def test_asof_join_right_side_is_not_pruned(flights: Pool, lake: Lake) -> None:
+    sql = (
+        'SELECT a.delay, b.delay FROM flights a ASOF JOIN "flights@dev" b '
+        "ON a.delay >= b.delay WHERE b.day = '2026-01-02'"
+    )
+    expected = oracle({"flights": flights.read(), "flights@dev": flights.read("dev")}, sql)
+    assert len(expected) == 6  # only rows whose nearest dev row is on that day
+    assert rows(lake, sql) == expected
