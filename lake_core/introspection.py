@@ -173,7 +173,7 @@ def branches_table(pool: Pool, as_of: datetime | None = None) -> pa.Table:
 def partitions_table(pool: Pool, ref: str | None = None, as_of: datetime | None = None) -> pa.Table:
     """Partitions of the snapshot at ``ref``, sorted by value, as ``lake partitions`` lists
     them: objects, rows and bytes in each. ``partition`` is null for objects of an
-    unpartitioned pool (``lake partitions`` prints that one as ``null``)."""
+    unpartitioned pool (``lake partitions`` prints ``null``; ``""`` with ``-f json``)."""
     objects = pool.snapshot(pool.resolve(ref, as_of)).object_table()
     if objects.num_rows == 0:
         return PARTITIONS_SCHEMA.empty_table()

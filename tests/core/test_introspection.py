@@ -210,6 +210,11 @@ def test_a_composite_key_bound_is_a_struct(
     ]
     assert got[0]["min"] == {"host": "a", "n": 2} and got[0]["max"] == {"host": "b", "n": 1}
     assert got[0]["stats"]["msg"] == {"min": "x", "max": "z", "nulls": 1}
+    # Unpartitioned: one null partition (lake partitions -f json prints it as "").
+    parts = lake.metadata("ops.logs", "partitions").to_pylist()
+    listed_parts = cli(capsys, lake_uri, "partitions", "-p", "ops.logs", "-f", "json")
+    assert [{**p, "partition": p["partition"] or ""} for p in parts] == listed_parts
+    assert parts[0]["partition"] is None
 
 
 def test_empty_pool_and_errors(tmp_path: Path) -> None:
