@@ -32,12 +32,15 @@ def _needs_pyspark() -> None:
 
 
 @contextmanager
-def spark_session_for(master: str | None, what: str) -> Iterator[Any]:
-    """A Spark session for one command (``master`` None: the environment's), stopped after."""
+def spark_session_for(
+    master: str | None, what: str, conf: dict[str, str] | None = None
+) -> Iterator[Any]:
+    """A Spark session for one command (``master`` None: the environment's; ``conf``: extra
+    Spark settings), stopped after."""
     from lake_spark import SparkSettings, spark_session
 
     let_pyarrow_see_pandas()  # PySpark hands pandas objects to pyarrow
-    spark = spark_session(SparkSettings.resolve(master, app_name=f"lake {what}"))
+    spark = spark_session(SparkSettings.resolve(master, app_name=f"lake {what}", conf=conf))
     try:
         yield spark
     finally:
@@ -107,6 +110,14 @@ def cleanup(
         say(line)
 
 
+def progress_conf(fmt: str, terminal: bool) -> dict[str, str]:
+    """Spark's console progress bar (stages, tasks done) for a person watching a long query on
+    a terminal (stderr), never with ``-f json``. The records are printed after the query ran,
+    so the bar and the records never interleave."""
+    show = terminal and fmt != "json"
+    return {"spark.ui.showConsoleProgress": "true" if show else "false"}
+
+
 def sql_query(
     lk: LakeContext,
     sql: str,
@@ -130,7 +141,7 @@ def sql_query(
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
     lake = lk.lake()
-    with spark_session_for(master, "query") as spark:
+    with spark_session_for(master, "query", progress_conf(fmt, sys.stderr.isatty())) as spark:
         query = spark_sql(spark, sql, lake.pool, lake, as_of=as_of)
         try:
             table = query.to_arrow()

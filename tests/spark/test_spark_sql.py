@@ -217,6 +217,16 @@ def test_refusals_and_errors_are_the_duckdb_paths(spark: Any, world: World) -> N
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("lake_sql_")]
 
 
+def test_progress_only_on_a_terminal_and_never_for_json() -> None:
+    from lake_cli.commands.spark import progress_conf
+
+    key = "spark.ui.showConsoleProgress"
+    assert progress_conf("table", True)[key] == "true"
+    assert progress_conf("csv", True)[key] == "true"
+    assert progress_conf("json", True)[key] == "false"
+    assert progress_conf("table", False)[key] == "false"
+
+
 def test_rewrite_keeps_bindings_and_text() -> None:
     """Table references become the temporary views under the names the query binds them by;
     everything else (string literals, non-ASCII text, CTE names) stays as written."""
@@ -251,8 +261,9 @@ def test_cli_query_spark_prints_what_the_duckdb_path_prints(
     from lake_cli.commands import spark as cli_spark
 
     @contextmanager
-    def shared(master: str | None, what: str) -> Iterator[Any]:
+    def shared(master: str | None, what: str, conf: dict[str, str]) -> Iterator[Any]:
         assert master in (None, "spark://nowhere:7077") and what == "query"
+        assert conf == {"spark.ui.showConsoleProgress": "false"}  # stderr is no terminal here
         yield spark
 
     monkeypatch.setattr(cli_spark, "spark_session_for", shared)
