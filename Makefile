@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make demo` and `make test`. Each sets itself up.
-.PHONY: setup demo ui test test-fast lint typecheck bench clean
+.PHONY: setup demo ui test test-fast lint typecheck bench bench-quick clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -30,8 +30,13 @@ test: setup lint typecheck
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
+# Every benchmark module in turn, then docs/benchmarks.md regenerated from bench/benchmarks.md.in.
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/suite.py
+
+# The same at toy sizes (bench/out/benchmarks-quick.md): a smoke run of every module.
+bench-quick: setup
+	$(PY) bench/suite.py --quick
 
 clean:
 	rm -rf .demo .demo-lake .pytest_cache .mypy_cache .ruff_cache

@@ -67,28 +67,29 @@ def med_range(xs: list[float], fmt: str = "{:.0f}") -> str:
 # -- single writer ------------------------------------------------------------------------------
 
 
-def lakepool_single(batches: list[pa.Table], root: Path) -> float:
-    """Seconds for ``pool.load`` of each batch, one commit each (pool created untimed)."""
+def lakepool_single(batches: list[pa.Table], root: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds for ``pool.load`` of each batch, one commit each (pool created
+    untimed)."""
     lake = Lake.init(str(w.fresh(root)))
     pool = lake.create_pool("small", f"{w.KEY}:asc")
     w.settle()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for b in batches:
         pool.load(b)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def delta_single(batches: list[pa.Table], root: Path) -> float:
+def delta_single(batches: list[pa.Table], root: Path) -> tuple[float, float]:
     w.fresh(root)
     DeltaTable.create(str(root), schema=batches[0].schema)
     w.settle()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for b in batches:
         write_deltalake(str(root), b, mode="append")
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-def floor_single(n: int, root: Path, data: bytes, entry: bytes, dirs: bool) -> float:
+def floor_single(n: int, root: Path, data: bytes, entry: bytes, dirs: bool) -> tuple[float, float]:
     """Per commit: two files (object-sized and entry-sized) each written to a temp file,
     fsync'd, linked to a fresh name; with ``dirs`` each directory fsync'd after."""
     w.fresh(root)
@@ -108,14 +109,14 @@ def floor_single(n: int, root: Path, data: bytes, entry: bytes, dirs: bool) -> f
             os.fsync(dfds[d])
 
     w.settle()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(n):
         put("data", data)
         put("log", entry)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     for fd in dfds.values():
         os.close(fd)
-    return elapsed
+    return elapsed, cpu
 
 
 def bench_single(args: argparse.Namespace, batches: list[pa.Table]) -> dict[str, Any]:
@@ -125,20 +126,28 @@ def bench_single(args: argparse.Namespace, batches: list[pa.Table]) -> dict[str,
     data = sink.getvalue().to_pybytes()
     entry = b"x" * 400  # a journal entry of one branch is a few hundred bytes
     n = len(batches)
-    systems: dict[str, Callable[[], float]] = {
+    systems: dict[str, Callable[[], tuple[float, float]]] = {
         "lakepool": lambda: lakepool_single(batches, work / "single-lake"),
         "delta": lambda: delta_single(batches, work / "single-delta"),
         "floor": lambda: floor_single(n, work / "single-floor", data, entry, False),
         "floor_dirs": lambda: floor_single(n, work / "single-floor", data, entry, True),
     }
     rates: dict[str, list[float]] = {k: [] for k in systems}
+    cpu_ms: dict[str, list[float]] = {k: [] for k in systems}
     names = list(systems)
     for r in range(args.repeat):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            s = systems[name]()
-            rates[name].append(n / s)
-            log(f"  single {name} round {r + 1}: {n / s:.0f} commits/s")
-    return {"commits": n, "rows_per_commit": ROWS, "rates": rates, "object_bytes": len(data)}
+            wall, cpu = systems[name]()
+            rates[name].append(n / wall)
+            cpu_ms[name].append(cpu * 1000 / n)
+            log(f"  single {name} round {r + 1}: {n / wall:.0f} commits/s")
+    return {
+        "commits": n,
+        "rows_per_commit": ROWS,
+        "rates": rates,
+        "cpu_ms": cpu_ms,
+        "object_bytes": len(data),
+    }
 
 
 # -- concurrent writers ---------------------------------------------------------------------------
@@ -279,8 +288,8 @@ def render(res: dict[str, Any]) -> str:
         f"{len(rates['lakepool'])} rounds, median (range). Load average "
         f"{res['loadavg_start'][0]:.1f} at start, {res['loadavg_end'][0]:.1f} at end.",
         "",
-        "| system | commits/s | ms per commit | lakepool ÷ this |",
-        "| --- | ---: | ---: | ---: |",
+        "| system | commits/s | ms per commit | CPU ms per commit | lakepool ÷ this |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     labels = {
         "lakepool": "lakepool `pool.load` (durable: 2 fsync rounds + a link)",
@@ -290,7 +299,10 @@ def render(res: dict[str, Any]) -> str:
     }
     for k in ("lakepool", "delta", "floor", "floor_dirs"):
         ratio = "" if k == "lakepool" else f"{m['lakepool'] / m[k]:.2f}×"
-        lines.append(f"| {labels[k]} | {med_range(rates[k])} | {1000 / m[k]:.2f} | {ratio} |")
+        cpu = statistics.median(s["cpu_ms"][k]) if "cpu_ms" in s else float("nan")
+        lines.append(
+            f"| {labels[k]} | {med_range(rates[k])} | {1000 / m[k]:.2f} | {cpu:.2f} | {ratio} |"
+        )
     vs_delta, vs_floor = m["lakepool"] / m["delta"], m["lakepool"] / m["floor"]
     lines += [
         "",
@@ -299,6 +311,9 @@ def render(res: dict[str, Any]) -> str:
         f"- Goal ≥ 0.6× the floor (write + fsync + link twice): {vs_floor:.2f}× — "
         f"**{'met' if vs_floor >= 0.6 else 'not met'}** "
         f"({m['lakepool'] / m['floor_dirs']:.2f}× the floor with directory fsyncs).",
+        "",
+        "CPU ms per commit is the process's CPU time (every thread): on 2 shared cores, a "
+        "busy machine stretches CPU-bound work more than the floor's fsync waits.",
         "",
         "Concurrent writers (threads sharing one `Pool`), 10-row loads; median (range) over "
         "the runs. entries/load: journal entries (commits) per acknowledged load.",
