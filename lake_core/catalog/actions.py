@@ -92,6 +92,10 @@ def _missing(ref: ObjectRef) -> NotFoundError:
     return NotFoundError(ref.kind, ref.display)
 
 
+#: Object types that share one name space per namespace (SQL reads either by name).
+_SHARED_NAMES = {TABLE: VIEW, VIEW: TABLE}
+
+
 def apply_action(state: CatalogState, action: ActionDef) -> tuple[CatalogState, ActionDef | None]:
     """Perform ``action`` on ``state``: the new state, and the action as performed (its
     ``previous_def_path`` filled in), or None when it changed nothing (a namespace created on
@@ -115,6 +119,12 @@ def apply_action(state: CatalogState, action: ActionDef) -> tuple[CatalogState, 
             raise ValueError(f"{T.ActionType.Name(action.type)} of {ref.display} has no definition")
         if ref.type != NAMESPACE and not state.exists(ObjectRef(NAMESPACE, ref.namespace)):
             raise NotFoundError("namespace", ref.namespace)
+        if ref.type in _SHARED_NAMES:
+            # A pool and a view are named alike in SQL: one name, one of them. Checked here,
+            # so a create replayed after a racing commit is refused too.
+            other = ObjectRef(_SHARED_NAMES[ref.type], ref.namespace, ref.name)
+            if state.exists(other):
+                raise AlreadyExistsError(other.kind, other.display)
         tree = btree.insert(state.tree, key, action.def_path, state.order, state.files.read_node)
     elif action.type in CHANGES:
         if current is None:

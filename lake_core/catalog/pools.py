@@ -18,12 +18,7 @@ from lake_core.catalog.catalog import Catalog
 from lake_core.catalog.proto import objects_pb2
 from lake_core.catalog.state import CatalogSnapshot
 from lake_core.config import LakeConfig
-from lake_core.errors import (
-    AlreadyExistsError,
-    CorruptObjectError,
-    NotFoundError,
-    PoolNotFoundError,
-)
+from lake_core.errors import CorruptObjectError, NotFoundError, PoolNotFoundError
 from lake_core.names import PoolName
 from lake_core.poolkey import PoolKey
 from lake_core.registry import (
@@ -130,11 +125,6 @@ class CatalogPoolRegistry(PoolRegistry):
 
     def create(self, config: PoolConfig) -> None:
         with self.catalog.begin() as txn:
-            # A view of that name would be shadowed by the pool in SQL: refused, as a view
-            # is refused a pool's name (lake_core.views).
-            ns, name = config.name.namespace, config.name.name
-            if txn.state.get(ObjectRef(objects_pb2.VIEW, ns, name), objects_pb2.ViewDef):
-                raise AlreadyExistsError("view", str(config.name))
             txn.create_namespace(config.name.namespace, if_not_exists=True)
             txn.create_pool(config.name.namespace, config.name.name, table_def_of(config))
             txn.commit()

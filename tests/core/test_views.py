@@ -179,3 +179,34 @@ def test_view_references_parse_as_sql_names_them() -> None:
         ), text
         bare = text.partition(".")[2] if "." in text.split("@")[0] else text
         assert mine.bare == bare, text
+
+
+def test_a_pool_and_a_view_racing_for_one_name_cannot_both_win(lake: Lake) -> None:
+    """Two catalog transactions on the same version: the one that commits second is replayed
+    on the first's version and refused there."""
+    from lake_core.catalog.pools import table_def_of
+    from lake_core.ids import new_id
+    from lake_core.names import PoolName
+    from lake_core.registry import PoolConfig
+
+    pool_txn, view_txn = lake.catalog.begin(), lake.catalog.begin()
+    config = PoolConfig(id=new_id(lake.config.clock), name=PoolName("ops", "x"))
+    pool_txn.create_pool("ops", "x", table_def_of(config))
+    view_txn.create_view(
+        "ops", "x", objects_pb2.ViewDef(id="v", view_format=objects_pb2.SQL, sql="SELECT 1")
+    )
+    pool_txn.commit()
+    with pytest.raises(AlreadyExistsError, match="pool 'ops.x' already exists"):
+        view_txn.commit()
+    assert [str(v.name) for v in lake.views()] == []
+    # And the other way round.
+    lake.drop_pool("ops.x")
+    view_txn, pool_txn = lake.catalog.begin(), lake.catalog.begin()
+    view_txn.create_view(
+        "ops", "y", objects_pb2.ViewDef(id="v", view_format=objects_pb2.SQL, sql="SELECT 1")
+    )
+    pool_txn.create_pool("ops", "y", table_def_of(config))
+    view_txn.commit()
+    with pytest.raises(AlreadyExistsError, match="view 'ops.y' already exists"):
+        pool_txn.commit()
+    assert "ops.y" not in [str(p.name) for p in lake.pools()]
