@@ -145,6 +145,11 @@ def test_same_rows_as_duckdb(spark: Any, world: World) -> None:
         "WITH late AS (SELECT carrier, delay FROM flights WHERE delay > 40) "
         "SELECT carrier, count(*) FROM late GROUP BY carrier ORDER BY carrier",
     )
+    # timestamps (UTC instants on both engines), an empty pool
+    _both(spark, w, "SELECT carrier, min(ts), max(ts) FROM flights GROUP BY carrier")
+    if "empty" not in [str(p.name) for p in w.lake.pools()]:
+        w.lake.create_pool("empty", "k")
+    assert _both(spark, w, "SELECT count(*) FROM empty") == [(0,)]
     # --as-of applies to every pool of the query
     assert _both(spark, w, "SELECT count(*) FROM flights", as_of=w.between) == [(750,)]
 
