@@ -178,7 +178,9 @@ def test_as_of_on_an_empty_branch(pool: list[str], capsys: pytest.CaptureFixture
         ),
         (
             ["query", "-p", "p", "extra"],
-            "error: unexpected argument 'extra' (see lake query --help)",
+            # a positional of lake query is its SQL, which goes without -p
+            "error: a SQL query names its pools itself: give SQL or -p POOL, not both "
+            "(see lake query --help)",
         ),
         (["--bogus", "ls"], "error: unrecognized option --bogus (see lake --help)"),
         (
@@ -234,7 +236,8 @@ def test_help_keeps_examples_and_one_line_per_option(capsys: pytest.CaptureFixtu
         assert err == ""
         assert "-p POOL[@REF]" in out and "--where SQL-EXPR" in out and "-f {table,json,csv,parquet}" in out
         examples = out[out.index("examples:\n") :]
-        assert examples.splitlines()[1] == "  lake query -p logs"
+        assert examples.splitlines()[1].startswith('  lake query "SELECT ')
+        assert "  lake query -p logs\n" in examples
         assert '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats' in examples
     with pytest.raises(SystemExit):
         main(["load", "--help"])
