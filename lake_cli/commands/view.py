@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from lake_cli.context import LakeContext, pass_lake, say
+from lake_cli.context import LakeContext, parse_time, pass_lake, say
 from lake_cli.options import argument, format_option, option
 from lake_cli.parsing import LakeGroup
 
@@ -42,9 +42,12 @@ def view_create(lk: LakeContext, name: str, sql: str) -> None:
 
 @view.command(
     "ls",
-    help="list views: name, SQL, the tables it names, created (now or at a catalog version)",
+    help="list views: name, SQL, the tables it names, created (now, or at a catalog version "
+    "or time)",
     short_help="list views",
-    epilog="examples:\n  lake view ls\n  lake view ls -f json\n  lake view ls --at-version 7\n",
+    epilog="examples:\n  lake view ls\n  lake view ls -f json\n  lake view ls --at-version 7\n"
+    "  lake view ls --as-of 2026-01-05T10:00:00Z\n",
+    exclusive=[("--at-version", "--as-of")],
 )
 @format_option("table", "json", "csv")
 @option(
@@ -52,13 +55,20 @@ def view_create(lk: LakeContext, name: str, sql: str) -> None:
     metavar="N",
     help="the views at catalog version N (or at the version an export of that name recorded)",
 )
+@option("--as-of", metavar="TIME", help="the views at the catalog version of TIME")
 @pass_lake
-def view_ls(lk: LakeContext, fmt: str, at_version: str | None) -> None:
+def view_ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> None:
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
     from lake_core.views import list_views  # deferred: protobuf (lake --help)
 
     lake = lk.lake()
-    snap = lake.catalog.resolve(at_version) if at_version is not None else lake.catalog.snapshot()
+    when = parse_time(as_of)
+    if at_version is not None:
+        snap = lake.catalog.resolve(at_version)
+    elif when is not None:
+        snap = lake.catalog.snapshot_as_of(when)
+    else:
+        snap = lake.catalog.snapshot()
     rows = [
         {
             "name": str(v.name),

@@ -67,6 +67,11 @@ def test_create_ls_drop_and_rollback(L: list[str], capsys: pytest.CaptureFixture
     code, out, _ = run(capsys, *L, "view", "ls", "--at-version", "2", "-f", "json")
     assert [json.loads(x)["name"] for x in out.splitlines()] == ["by_carrier"]
 
+    code, out, _ = run(capsys, *L, "catalog", "log", "-f", "json")
+    times = {json.loads(x)["version"]: json.loads(x)["time"] for x in out.splitlines()}
+    code, out, _ = run(capsys, *L, "view", "ls", "--as-of", times[2], "-f", "json")
+    assert [json.loads(x)["name"] for x in out.splitlines()] == ["by_carrier"]
+    assert run(capsys, *L, "view", "ls", "--as-of", times[3])[1].splitlines()[1:] == []
     assert run(capsys, *L, "catalog", "rollback", "2")[1] == "4\n"
     code, out, _ = run(capsys, *L, "view", "ls", "-f", "json")
     assert [json.loads(x)["sql"] for x in out.splitlines()] == [sql]
@@ -99,6 +104,7 @@ REFUSED: list[tuple[list[str], int, str]] = [
     (["view", "create", "v", "SELECT nosuch FROM flights"], 1, "error: Binder Error"),
     (["view", "create", "v"], 2, "error: the following arguments are required: SQL"),
     (["view", "ls", "--at-version", "99"], 1, "error: 99: catalog version not found"),
+    (["view", "ls", "--at-version", "1", "--as-of", "2026-01-01"], 2, "error: argument --as-of"),
 ]
 
 
