@@ -74,6 +74,18 @@ class Analysis:
     _selects: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _bases: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
+    def targets(self) -> dict[str, list[tuple[str, str]]]:
+        """Per table key, the (schema, table) pairs DuckDB looks it up by: ``ns.flights`` is
+        ("ns", "flights"), the quoted ``"ns.flights"`` is ("", "ns.flights"); both are one
+        key, so both must answer."""
+        out: dict[str, list[tuple[str, str]]] = {}
+        for base in self._bases:
+            pair = (str(base.get("schema_name", "")), str(base.get("table_name", "")))
+            pairs = out.setdefault(table_key(*pair), [])
+            if pair not in pairs:
+                pairs.append(pair)
+        return out
+
     def predicates(self, schemas: Mapping[str, pa.Schema | None]) -> dict[str, Expr | None]:
         """Per table key, a predicate every row the query can read from it satisfies (None:
         read everything). ``schemas`` gives each pool's schema (None: not a pool)."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lake_core.errors import PoolNotFoundError, PurgedObjectError
-from lake_core.expr import Expr
+from lake_core.expr import Expr, Or
 from lake_core.objects import ObjectMeta
 from lake_core.planning import ReadPlan, open_fragments, plan_read
 from lake_core.purge_records import purged_by
@@ -166,6 +166,8 @@ class _Session:
         self.reads: list[_PoolRead] = []
         self.allowed: list[str] = []
         self.schemas: set[str] = set()
+        #: Table key → the (schema, table) pairs DuckDB looks it up by.
+        self.targets: dict[str, list[tuple[str, str]]] = {}
         self.serial = 0
         #: Columns the query mentions (None: ``*``), for the bytes_read counter.
         self.columns: frozenset[str] | None = None
@@ -178,47 +180,81 @@ class _Session:
         self.serial += 1
         return f"__lake_{self.serial}"
 
-    def view_target(self, key: str) -> str:
-        """``"ns"."flights"`` for ``ns.flights`` (creating the schema), else ``"flights@dev"``."""
-        schema, dot, table = key.partition(".")
-        if not dot or "@" in schema or "$" in schema:
-            return _quote(key)
-        if schema not in self.schemas:
-            self.run(f"CREATE SCHEMA IF NOT EXISTS {_quote(schema)}")
-            self.schemas.add(schema)
-        return f"{_quote(schema)}.{_quote(table)}"
+    def view_targets(self, key: str) -> list[str]:
+        """Where DuckDB looks ``key`` up, quoted (``"ns"."flights"``, ``"flights@dev"``),
+        creating the schemas they need."""
+        out = []
+        for schema, table in self.targets.get(key) or [("", key)]:
+            if not schema:
+                out.append(_quote(table))
+                continue
+            if schema not in self.schemas:
+                self.run(f"CREATE SCHEMA IF NOT EXISTS {_quote(schema)}")
+                self.schemas.add(schema)
+            out.append(f"{_quote(schema)}.{_quote(table)}")
+        return out
+
+    def create_view(self, key: str, body: str) -> None:
+        """``key`` (under every name DuckDB may look it up by) as the view ``body``."""
+        first, *others = self.view_targets(key)
+        self.run(f"CREATE VIEW {first} AS {body}")
+        for other in others:
+            self.run(f"CREATE VIEW {other} AS SELECT * FROM {first}")
 
     def register_arrow(self, key: str, data: Any) -> None:
         internal = self.internal_name()
         self.con.register(internal, data)
-        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT * FROM {internal}")
+        self.create_view(key, f"SELECT * FROM {internal}")
 
-    def add_query(self, analysis: Analysis, depth: int = 0) -> None:
-        """Resolve and register every table ``analysis`` names (views recursively)."""
+    def add_query(self, analysis: Analysis) -> None:
+        """Resolve and register every table ``analysis`` names, and those of the views it
+        reads (recursively), each name once: a pool read by the query and by a view is
+        planned with the OR of their predicates, a view is created after what it reads."""
         resolved: dict[str, Resolved] = {}
-        for key, ref in analysis.tables.items():
-            try:
-                resolved[key] = resolve_table(ref, self.open_pool, self.lake, self.as_of)
-            except PoolNotFoundError:
-                if key in analysis.cte_names:
-                    continue  # the CTE of that name is what the query reads
-                raise
-        schemas: dict[str, pa.Schema | None] = {
-            k: (r.snapshot.schema if isinstance(r, PoolTable) else None)
-            for k, r in resolved.items()
-        }
-        predicates = analysis.predicates(schemas)
+        predicates: dict[str, Expr | None] = {}
+        views: list[tuple[str, str]] = []  # (key, SQL), discovered outside-in
+        pending = [(analysis, 0)]
+        while pending:
+            current, depth = pending.pop()
+            for key, pairs in current.targets().items():
+                known = self.targets.setdefault(key, [])
+                known.extend(p for p in pairs if p not in known)
+            fresh = {}
+            for key, ref in current.tables.items():
+                if key in resolved:
+                    continue
+                try:
+                    fresh[key] = resolve_table(ref, self.open_pool, self.lake, self.as_of)
+                except PoolNotFoundError:
+                    if key in current.cte_names:
+                        continue  # the CTE of that name is what the query reads
+                    raise
+            resolved.update(fresh)
+            schemas: dict[str, pa.Schema | None] = {
+                k: (r.snapshot.schema if isinstance(r, PoolTable) else None)
+                for k, r in resolved.items()
+            }
+            for key, expr in current.predicates(schemas).items():
+                if key not in resolved:
+                    continue
+                if key not in predicates:
+                    predicates[key] = expr
+                else:
+                    prior = predicates[key]
+                    predicates[key] = None if prior is None or expr is None else Or(prior, expr)
+            for key, source in fresh.items():
+                if isinstance(source, ViewTable):
+                    if depth >= _MAX_VIEW_DEPTH:
+                        raise SqlError(f"{key}: views nest more than {_MAX_VIEW_DEPTH} deep")
+                    views.append((key, source.sql))
+                    pending.append((analyze(self.con, source.sql), depth + 1))
         for key, source in resolved.items():
             if isinstance(source, PoolTable):
                 self.add_pool(key, source, predicates.get(key))
             elif isinstance(source, TableTable):
                 self.register_arrow(key, source.table)
-            elif isinstance(source, ViewTable):
-                if depth >= _MAX_VIEW_DEPTH:
-                    raise SqlError(f"{key}: views nest more than {_MAX_VIEW_DEPTH} deep")
-                inner = analyze(self.con, source.sql)
-                self.add_query(inner, depth + 1)
-                self.run(f"CREATE VIEW {self.view_target(key)} AS {source.sql}")
+        for key, sql in reversed(views):  # inner views first: a view binds what it reads
+            self.create_view(key, sql)
 
     def add_pool(self, key: str, source: PoolTable, predicate: Expr | None) -> None:
         pool, snap = source.pool, source.snapshot
@@ -254,7 +290,7 @@ class _Session:
             # DuckDB unifies them by name, then each column is made the pool's.
             source = f"read_parquet({files}, union_by_name=true)"
             select = self.conforming_columns(source, schema)
-        self.run(f"CREATE VIEW {self.view_target(key)} AS SELECT {select} FROM {source}")
+        self.create_view(key, f"SELECT {select} FROM {source}")
 
     def conforming_columns(self, source: str, schema: pa.Schema) -> str:
         """The select list that reads ``source`` as ``schema``: a column no file has is a

@@ -305,3 +305,16 @@ def test_asof_join_right_side_is_not_pruned(flights: Pool, lake: Lake) -> None:
     expected = oracle({"flights": flights.read(), "flights@dev": flights.read("dev")}, sql)
     assert len(expected) == 6  # only rows whose nearest dev row is on that day
     assert rows(lake, sql) == expected
+
+
+def test_a_quoted_dotted_name_and_a_view_beside_its_pool(flights: Pool, lake: Lake) -> None:
+    n = flights.read().num_rows
+    sql = 'SELECT count(*) FROM "default.flights@main" a JOIN "default".flights b USING (delay)'
+    assert rows(lake, sql) == [(n,)]
+    if "day2" not in {str(v[0]) for v in lake.sql("SELECT name FROM lake$views").fetchall()}:
+        lake.create_view("day2", "SELECT * FROM flights WHERE day = '2026-01-02'")
+    joined = "SELECT count(*) FROM day2 JOIN flights USING (delay)"
+    assert rows(lake, joined) == [(6,)]
+    run = run_sql(joined, lake.pool, lake)
+    assert run.relation.fetchall() == [(6,)]
+    assert run.stats()["flights"]["objects_read"] == DAYS + 1  # the outer read is unconstrained
