@@ -13,8 +13,10 @@ Pushdown rules (soundness: pruning never drops a row the query could see):
 
 * a table referenced several times gets the OR of its references' predicates, or none if any
   reference is unconstrained;
-* only conjuncts of the WHERE (and the ON of an inner join) of the SELECT whose FROM holds the
-  reference constrain it; subqueries and CTEs are analysed in their own scope;
+* only conjuncts of the WHERE of the SELECT whose FROM holds the reference constrain it, and
+  those of the ON of a join on the side where a row failing it never joins (both sides of an
+  inner join, the right of LEFT/SEMI/ANTI, the left of RIGHT); subqueries and CTEs are
+  analysed in their own scope;
 * the null-supplying side of an outer join, the right side of an ASOF join (pruning it could
   change which row is nearest), both sides of a positional join, and sampled tables or SELECTs
   are never constrained (``LEFT JOIN r … WHERE r.x IS NULL`` is an anti-join);
@@ -56,7 +58,8 @@ class _Occurrence:
     node: dict[str, Any]
     key: str
     binding: str  # the alias, else the table name: what qualified columns use
-    prunable: bool
+    prunable: bool  # by the WHERE
+    sampled: bool  # by nothing
 
 
 @dataclass
@@ -211,15 +214,24 @@ def analyze(con: duckdb.DuckDBPyConnection, sql: str) -> Analysis:
 # -- pushdown per SELECT -------------------------------------------------------------------
 
 
-def _from_items(ref: dict[str, Any], blocked: bool, out: list[Any], ons: list[Any]) -> None:
-    """The FROM clause's table occurrences (with whether WHERE may constrain them), and the
-    ON conditions of its inner joins. Non-table items (subqueries, functions) are ``None``."""
+def _from_items(
+    ref: dict[str, Any],
+    blocked: bool,
+    sampled: bool,
+    out: list[_Occurrence | None],
+    ons: list[tuple[dict[str, Any], frozenset[int]]],
+) -> None:
+    """The FROM clause's table occurrences (with whether the WHERE may constrain them), and
+    each join's ON condition with the occurrences it may constrain: both sides of an inner
+    join, the right side of a LEFT (and SEMI, ANTI) join, the left side of a RIGHT join — a
+    row failing the ON there never joins, whatever surrounds the join. Non-table items
+    (subqueries, functions) are ``None``."""
     kind = ref.get("type")
-    sampled = ref.get("sample") is not None
+    sampled = sampled or ref.get("sample") is not None
     if kind == "BASE_TABLE":
         key = table_key(str(ref.get("schema_name", "")), str(ref.get("table_name", "")))
         binding = str(ref.get("alias") or ref.get("table_name", ""))
-        out.append(_Occurrence(ref, key, binding.lower(), not (blocked or sampled)))
+        out.append(_Occurrence(ref, key, binding.lower(), not (blocked or sampled), sampled))
     elif kind == "JOIN":
         ref_type = ref.get("ref_type", "REGULAR")
         join_type = ref.get("join_type", "INNER")
@@ -233,11 +245,16 @@ def _from_items(ref: dict[str, Any], blocked: bool, out: list[Any], ons: list[An
             left_blocked, right_blocked = False, True
         else:  # FULL OUTER, POSITIONAL, anything new: constrain neither side
             left_blocked, right_blocked = True, True
-        _from_items(ref.get("left") or {}, blocked or sampled or left_blocked, out, ons)
-        _from_items(ref.get("right") or {}, blocked or sampled or right_blocked, out, ons)
+        start = len(out)
+        _from_items(ref.get("left") or {}, blocked or left_blocked, sampled, out, ons)
+        middle = len(out)
+        _from_items(ref.get("right") or {}, blocked or right_blocked, sampled, out, ons)
+        left = {id(o.node) for o in out[start:middle] if o is not None}
+        right = {id(o.node) for o in out[middle:] if o is not None}
+        sides = {"INNER": left | right, "LEFT": right, "RIGHT": left, "SEMI": right, "ANTI": right}
         condition = ref.get("condition")
-        if condition and join_type == "INNER" and ref_type == "REGULAR" and not blocked:
-            ons.append(condition)
+        if condition and ref_type == "REGULAR" and sides.get(join_type):
+            ons.append((condition, frozenset(sides[join_type])))
     elif kind != "EMPTY":
         out.append(None)
 
@@ -254,13 +271,13 @@ def _select_predicates(
     select: dict[str, Any], schemas: Mapping[str, pa.Schema | None]
 ) -> list[tuple[_Occurrence, Expr | None]]:
     items: list[_Occurrence | None] = []
-    ons: list[dict[str, Any]] = []
-    _from_items(select.get("from_table") or {}, False, items, ons)
+    ons: list[tuple[dict[str, Any], frozenset[int]]] = []
+    _from_items(select.get("from_table") or {}, False, False, items, ons)
     occurrences = [o for o in items if o is not None]
     if select.get("sample") is not None:
         return []
-    conjuncts = _conjuncts(select.get("where_clause")) + [c for on in ons for c in _conjuncts(on)]
-    if not conjuncts:
+    where = _conjuncts(select.get("where_clause"))
+    if not where and not ons:
         return []
     lowered: dict[int, dict[str, pa.Field[Any]]] = {}
     for occ in occurrences:
@@ -272,7 +289,11 @@ def _select_predicates(
     out: list[tuple[_Occurrence, Expr | None]] = []
     for occ in occurrences:
         schema = schemas.get(occ.key)
-        if not occ.prunable or schema is None:
+        conjuncts = where if occ.prunable else []
+        conjuncts = conjuncts + [
+            c for condition, ids in ons if id(occ.node) in ids for c in _conjuncts(condition)
+        ]
+        if occ.sampled or schema is None or not conjuncts:
             continue
 
         def bind(names: list[str], occ: _Occurrence = occ) -> pa.Field[Any] | None:

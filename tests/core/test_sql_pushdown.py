@@ -82,6 +82,28 @@ def same(found: Expr | None, text: str | None) -> bool:
         ),
         ("SELECT * FROM t RIGHT JOIN u ON t.k = u.k WHERE t.k = 2 AND u.k = 3", None, "k = 3"),
         ("SELECT * FROM t FULL JOIN u ON t.k = u.k WHERE t.k = 2 AND u.k = 3", None, None),
+        # ON: the side where a row failing it never joins
+        (
+            "SELECT * FROM t LEFT JOIN u ON t.k = u.k AND u.name = 'x' AND t.s = 'y'",
+            None,
+            "name = 'x'",
+        ),
+        (
+            "SELECT * FROM t RIGHT JOIN u ON t.k = u.k AND t.s = 'y' AND u.name = 'x'",
+            "s = 'y'",
+            None,
+        ),
+        ("SELECT * FROM t FULL JOIN u ON t.k = u.k AND t.s = 'y' AND u.name = 'x'", None, None),
+        (
+            "SELECT * FROM t ANTI JOIN u ON t.k = u.k AND u.name = 'x' AND t.s = 'y'",
+            None,
+            "name = 'x'",
+        ),
+        (
+            "SELECT * FROM u LEFT JOIN (t JOIN u AS v ON t.k = v.k AND t.s = 'a') ON u.k = t.k",
+            "s = 'a'",
+            None,
+        ),
         ("SELECT * FROM t POSITIONAL JOIN u WHERE t.k = 2", None, None),
         (
             "SELECT * FROM u ASOF JOIN t ON u.k >= t.k WHERE t.s = 'a' AND u.name = 'n'",

@@ -318,3 +318,22 @@ def test_a_quoted_dotted_name_and_a_view_beside_its_pool(flights: Pool, lake: La
     run = run_sql(joined, lake.pool, lake)
     assert run.relation.fetchall() == [(6,)]
     assert run.stats()["flights"]["objects_read"] == DAYS + 1  # the outer read is unconstrained
+
+
+@pytest.mark.parametrize(
+    "join",
+    [
+        # A condition on the side that may be pruned, and one on the side that may not.
+        "flights a LEFT JOIN \"flights@dev\" b ON a.delay = b.delay AND b.day = '2026-01-02'",
+        "flights a LEFT JOIN \"flights@dev\" b ON a.delay = b.delay AND a.day = '2026-01-02'",
+        "flights a RIGHT JOIN \"flights@dev\" b ON a.delay = b.delay AND b.day = '2026-01-02'",
+        "flights a FULL JOIN \"flights@dev\" b ON a.delay = b.delay AND a.day = '2026-01-02'",
+        "flights a FULL JOIN \"flights@dev\" b ON a.delay = b.delay AND b.day = '2026-01-02'",
+        "flights a ANTI JOIN \"flights@dev\" b ON a.delay = b.delay AND a.day = '2026-01-02'",
+        "flights a SEMI JOIN \"flights@dev\" b ON a.delay = b.delay AND b.day = '2026-01-02'",
+    ],
+)
+def test_join_conditions_prune_only_where_sound(flights: Pool, lake: Lake, join: str) -> None:
+    sql = f"SELECT * FROM {join}"
+    expected = oracle({"flights": flights.read(), "flights@dev": flights.read("dev")}, sql)
+    assert rows(lake, sql) == expected
