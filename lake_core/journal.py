@@ -12,8 +12,9 @@ predecessor's).
 
 Appends are lock-free: a writer that has read entry N writes N+1 with put-if-missing. Exactly one
 writer wins each number; the losers re-read and try again. HEAD is written after the append
-with a plain put, so it may lag (or even go back) under races; readers therefore treat it as a
-hint and probe forward (N+1, N+2, …) until an entry is missing. A writer that dies between the
+with a plain put (on local disk only after every 8th entry), so it may lag (or even go back)
+under races; readers therefore treat it as a hint and probe forward (N+1, N+2, …) until an
+entry is missing. A writer that dies between the
 append and the HEAD update leaves a committed entry that the next reader finds by probing.
 
 A journal object remembers the last entry it read or appended (entries are immutable), so the
@@ -46,6 +47,8 @@ from lake_core.errors import (
 from lake_core.layout import JournalLayout
 from lake_core.stores.base import ObjectStore, SyncBatch
 
+#: On local disk HEAD is rewritten after every this many entries (see ``Journal``).
+LOCAL_HEAD_EVERY = 8
 JOURNAL_FORMAT = "lakepool.journal"
 JOURNAL_VERSION = 1
 
@@ -90,6 +93,11 @@ class Journal:
         #: For a store without conditional writes: a lock (Zed's third strategy) held around
         #: "is N+1 free? write it", which put-if-missing otherwise does atomically.
         self.append_lock = append_lock
+        #: HEAD is rewritten after every entry on a remote store (a probe there is a round
+        #: trip), every LOCAL_HEAD_EVERY-th on local disk: a probe is a failed open, while a
+        #: HEAD rewrite is a create and a rename in the journal directory, which wait on the
+        #: file system's journal behind the commit's fsyncs.
+        self._head_every = LOCAL_HEAD_EVERY if store.local_path(layout.head) else 1
         #: The newest entry this object read or wrote (see the module docstring).
         self._last: JournalEntry | None = None
         self._last_lock = threading.Lock()
@@ -262,6 +270,8 @@ class Journal:
                     check()  # a lost lock must not write
                 self.store.put(self.layout.entry(n), data)
         entry = self._note(JournalEntry(n, now, MappingProxyType(state), tuple(actions)))
+        if n % self._head_every:
+            return entry  # readers probe the few entries past the hint
         try:
             self.store.put_hint(self.layout.head, str(n).encode("ascii"))
         except Exception:  # noqa: BLE001 - HEAD is a hint; readers probe past a stale one

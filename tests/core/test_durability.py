@@ -78,11 +78,29 @@ def test_a_small_commit_syncs_what_the_entry_names_before_linking_it(
     before = {p for what, p in events[:link_at] if what == "fsync"}
     assert {data, commit_file, str(root / "data"), str(root / "commits")} <= before
     assert any(Path(p).parent == root / "branches" and ".tmp-" in p for p in before)
-    # After the commit point: only the entry's directory, and the HEAD hint (no fsync).
+    # After the commit point: only the entry's directory (HEAD waits for entry 8).
     after = events[link_at + 1 :]
-    assert [e for e in after if e[0] == "fsync"] == [("fsync", branches)]
-    assert after[-1] == ("rename", str(root / "branches" / "HEAD"))
+    assert after == [("fsync", branches)]
     assert pool.read(columns=["i"]).num_rows == 20
+
+
+def test_head_is_a_hint_renamed_every_eighth_entry_without_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("p", "ts:asc")
+    head = tmp_path / "lake" / "pools" / pool.id / "branches" / "HEAD"
+    rec = Recorder(monkeypatch)
+    for i in range(1, 17):  # entries 2..17
+        _load(pool, i)
+        n = i + 1
+        renamed = [e for e in rec.events if e == ("rename", str(head))]
+        assert len(renamed) == (1 if n % 8 == 0 else 0), (n, rec.events)
+        assert ("fsync", str(head)) not in rec.events
+        rec.clear()
+    assert head.read_text() == "16"
+    fresh = Lake.open(str(tmp_path / "lake")).pool("p")
+    assert fresh.journal.read_head().n == 17  # probed past the hint
 
 
 def test_a_second_commit_rereads_nothing_this_process_wrote(
