@@ -80,8 +80,19 @@ def commit_loads_grouped(
 def crash_writer(uri: str, pool: str, worker: int) -> None:
     """Load forever, printing ``committed <id> <i>`` after each acknowledged commit; the test
     kills this process with SIGKILL at a random moment."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    import lake_core.writer  # noqa: F401 - imported before "ready", as a long-lived writer has
+
     lake = Lake.open(LakeConfig(uri=uri, user="crasher"))
     p = lake.pool(pool)
+    # Warm up what the first load would otherwise pay for after "ready" (imports, Parquet
+    # encoding, the tip): the random kills should fall on loads, not on start-up — on a busy
+    # machine a cold first load outlasted every kill delay and the test proved nothing.
+    pq.write_table(rows_for(worker, 0), io.BytesIO())
+    p.snapshot(p.tip())
     print("ready", flush=True)
     i = 0
     while True:
