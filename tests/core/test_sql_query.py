@@ -180,11 +180,15 @@ def test_namespaced_pools_and_joins_across_pools(flights: Pool, lake: Lake) -> N
     assert rows(lake, sql) == oracle({"flights": flights.read(), "ops.airports": airports}, sql)
 
 
-def test_pool_sql_reads_its_own_pool(flights: Pool) -> None:
+def test_pool_sql_reads_its_own_pool(flights: Pool, lake: Lake) -> None:
     table = flights.sql("SELECT max(delay) AS m FROM flights").arrow().read_all()
     assert table.column("m").to_pylist() == [max(flights.read().column("delay").to_pylist())]
     with pytest.raises(PoolNotFoundError):
         flights.sql("SELECT * FROM other")
+    relation = lake.sql("SELECT day, count(*) AS n FROM flights GROUP BY day ORDER BY day")
+    assert list(relation.df()["n"]) == [6] * (DAYS + 1)
+    assert relation.pl()["n"].to_list() == [6] * (DAYS + 1)
+    assert relation.to_arrow_table().num_rows == DAYS + 1
 
 
 def _listing(lake: Lake) -> list[tuple[str, int]]:
