@@ -32,7 +32,7 @@ reads as it opens (the pyarrow scan) calls :meth:`ReadPlan.row_groups` per objec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake_core.expr import ColumnStats, Expr, ExpressionError, key_range, may_match
+from lake_core.expr import ColumnStats, Expr, ExpressionError, columns_of, key_range, may_match
 from lake_core.live import LiveObjects
 from lake_core.objects import ObjectMeta
 from lake_core.reader import row_group_stats
@@ -117,16 +117,18 @@ def object_stats(obj: ObjectMeta, schema: pa.Schema) -> dict[str, ColumnStats]:
     return out
 
 
-def row_group_column_stats(group: RowGroupView, schema: pa.Schema) -> dict[str, ColumnStats]:
-    """Pruning stats of one row group from Parquet's statistics; a pool column the file lacks
-    is all null."""
-    raw = row_group_stats(group.metadata, group.index)
+def row_group_column_stats(
+    group: RowGroupView, schema: pa.Schema, columns: Collection[str] | None = None
+) -> dict[str, ColumnStats]:
+    """Pruning stats of one row group from Parquet's statistics (of ``columns`` only, if
+    given); a pool column the file lacks is all null."""
+    raw = row_group_stats(group.metadata, group.index, columns)
     stats = {
         name: ColumnStats(_utc(lo), _utc(hi), nulls, rows)
         for name, (lo, hi, nulls, rows) in raw.items()
     }
     for name in schema.names:
-        if name not in group.file_columns:
+        if name not in group.file_columns and (columns is None or name in columns):
             rows = group.metadata.row_group(group.index).num_rows
             stats[name] = ColumnStats(None, None, rows, rows)
     return stats
@@ -164,6 +166,7 @@ class StatsPruner(Pruner):
 
     def __init__(self, predicate: Expr, schema: pa.Schema, key: PoolKey) -> None:
         self.predicate, self.schema, self.key = predicate, schema, key
+        self.columns = columns_of(predicate)
 
     def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
         column = self.key.fields[0]
@@ -181,7 +184,9 @@ class StatsPruner(Pruner):
         return may_match(self.predicate, object_stats(obj, self.schema), self.schema)
 
     def keep_row_group(self, group: RowGroupView) -> bool:
-        return may_match(self.predicate, row_group_column_stats(group, self.schema), self.schema)
+        # Only the predicate's columns: the others' statistics cannot change the answer.
+        stats = row_group_column_stats(group, self.schema, self.columns)
+        return may_match(self.predicate, stats, self.schema)
 
 
 @dataclass

@@ -7,6 +7,7 @@ key-range query fetches the footer and the chosen row groups, not the whole obje
 from __future__ import annotations
 
 import io
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,8 +86,12 @@ def open_object(store: ObjectStore, key: str, size: int | None = None) -> OpenOb
         raise CorruptObjectError(key, f"unreadable data object ({e})") from None
 
 
-def row_group_stats(meta: pq.FileMetaData, rg: int) -> dict[str, tuple[Any, Any, int | None, int]]:
-    """name → (min, max, null_count, rows) for the top-level columns of row group ``rg``."""
+def row_group_stats(
+    meta: pq.FileMetaData, rg: int, columns: Collection[str] | None = None
+) -> dict[str, tuple[Any, Any, int | None, int]]:
+    """name → (min, max, null_count, rows) for the top-level columns of row group ``rg`` (only
+    those in ``columns``, if given: decoding every column's statistics is most of the cost of
+    pruning a wide file's row groups)."""
     group = meta.row_group(rg)
     out: dict[str, tuple[Any, Any, int | None, int]] = {}
     for i in range(group.num_columns):
@@ -94,6 +99,8 @@ def row_group_stats(meta: pq.FileMetaData, rg: int) -> dict[str, tuple[Any, Any,
         path = col.path_in_schema
         if "." in path:
             continue  # nested leaf: no top-level stats
+        if columns is not None and path not in columns:
+            continue
         st = col.statistics
         if st is None:
             out[path] = (None, None, None, group.num_rows)
