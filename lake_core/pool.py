@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         VacateResult,
     )
     from lake_core.maintenance.policy import CompactionRun
+    from lake_core.planning import ReadStats
     from lake_core.scan import Scan
 
 __all__ = ["MAIN", "TAIL_PREFIX", "VACATED", "Pool"]
@@ -455,15 +456,35 @@ class Pool:
         paths = [self.store.arrow_location(k)[1] for k in keys]
         return ds.dataset(paths, schema=scan.pool_schema, format="parquet", filesystem=fs)
 
-    def to_polars(self, ref: str | None = None, *, as_of: datetime | None = None) -> Any:
+    def to_polars(
+        self,
+        ref: str | None = None,
+        *,
+        as_of: datetime | None = None,
+        stats: ReadStats | None = None,
+    ) -> Any:
         """The snapshot at ``ref`` (branch or commit; default main), as of ``as_of``, as a
-        ``polars.LazyFrame`` whose filters prune objects by their recorded stats and row
-        groups by Parquet's (see :mod:`lake_core.polars_scan`). Unordered. Needs polars."""
-        from lake_core.polars_scan import guaranteed_dataset, lazy_frame
+        ``polars.LazyFrame``: its filters go to the read planner, which skips objects and row
+        groups (see :mod:`lake_core.polars_scan`). The snapshot is fixed now; the frame reads in
+        pool-key order. ``stats`` (a :class:`lake_core.planning.ReadStats`) adds up what each
+        collect read. Needs polars."""
+        from lake_core.polars_scan import lazy_frame
+        from lake_core.scan import Scan
 
-        scan = self.scan(ref, as_of=as_of)
-        keys = [self.layout.data(o.id) for o in scan.objects]
-        return lazy_frame(guaranteed_dataset(self.store, keys, scan))
+        snap = self.snapshot(self.resolve(ref, as_of))
+        if snap.schema is None:  # nothing loaded yet: the key fields, typeless, no rows
+            import polars as pl
+
+            empty = pa.schema([(f, pa.null()) for f in self.config.key.fields]).empty_table()
+            return pl.DataFrame(empty).lazy()
+        schema = snap.schema
+
+        def make_scan(where: str | None, columns: list[str] | None) -> Scan:
+            scan = Scan(self.store, self.id, self.config.key, snap, where, columns)
+            scan.pool_name = self.name
+            return scan
+
+        return lazy_frame(make_scan, schema, stats)
 
     def sql(self, query: str, *, as_of: datetime | None = None) -> Any:
         """Read-only SQL over this pool, named as itself (``SELECT … FROM logs``, or

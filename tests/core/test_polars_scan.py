@@ -1,71 +1,25 @@
 """``Pool.to_polars``: a LazyFrame of a snapshot (branch, commit, as of a time) whose filters
-prune objects by their recorded stats, on local disk and on moto S3. Pruning is measured by
-the files pyarrow actually opens (a counting filesystem wrapped around the store's own)."""
+go through the read planner, on local disk and on moto S3: the same rows as the lake's own
+read, and pruning measured by the planner's counters of what each collect read."""
 
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pytest
 
 from lake_core import Lake
 from lake_core.loading import load
+from lake_core.planning import ReadStats
+from lake_core.polars_scan import lake_predicate
 from lake_core.pool import Pool
 
 pl = pytest.importorskip("polars")
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class _Counting(pafs.FileSystemHandler):
-    """Delegates to ``inner``; records the paths opened for reading."""
-
-    def __init__(self, inner: pafs.FileSystem) -> None:
-        self.inner = inner
-        self.opened: list[str] = []
-
-    def get_type_name(self) -> str:
-        return "counting"
-
-    def normalize_path(self, path: str) -> str:
-        return path
-
-    def equals(self, other: Any) -> bool:
-        return other is self
-
-    def get_file_info(self, paths: list[str]) -> Any:
-        return self.inner.get_file_info(paths)
-
-    def get_file_info_selector(self, selector: Any) -> Any:
-        return self.inner.get_file_info(selector)
-
-    def open_input_file(self, path: str) -> Any:
-        self.opened.append(path)
-        return self.inner.open_input_file(path)
-
-    def open_input_stream(self, path: str) -> Any:
-        self.opened.append(path)
-        return self.inner.open_input_stream(path)
-
-    def _read_only(self, *args: Any) -> Any:
-        raise OSError("read-only in this test")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
-    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
-
-
-def _count_opens(pool: Pool) -> _Counting:
-    """Route the pool's Arrow reads through a counting handler around the real filesystem."""
-    real = pool.store.arrow_location
-    fs0, _ = real(pool.layout.data("x"))
-    handler = _Counting(fs0)
-    counting = pafs.PyFileSystem(handler)
-    pool.store.arrow_location = lambda key: (counting, real(key)[1])  # type: ignore[method-assign]
-    return handler
 
 
 def _day(d: int, n: int = 400) -> pa.Table:
@@ -99,32 +53,67 @@ def _lake_rows(pool: Pool, where: str | None = None, ref: str | None = None) -> 
 
 def test_frame_equals_the_snapshot_and_filters_prune(lake: Lake) -> None:
     pool = _pool(lake)
-    opened = _count_opens(pool)
-    lf = pool.to_polars()
+    read = ReadStats()
+    lf = pool.to_polars(stats=read)
     assert isinstance(lf, pl.LazyFrame)
     assert lf.collect_schema().names() == ["ts", "label", "v", "extra"]
     assert _rows(lf) == _lake_rows(pool)
-    assert len(set(opened.opened)) == 6
+    assert (read.objects_total, read.objects_read, read.rows_read) == (6, 6, 2400)
 
-    opened.opened.clear()
+    def counted(frame: Any) -> tuple[Any, int, int]:
+        before = (read.objects_read, read.rows_read)
+        got = frame.collect()
+        return got, read.objects_read - before[0], read.rows_read - before[1]
+
     day2 = pl.col("ts") >= DAY0 + timedelta(days=2)
-    one_day = lf.filter(day2 & (pl.col("ts") < DAY0 + timedelta(days=3)))
-    got = one_day.select("ts", "v").collect()
-    assert got.height == 400
-    assert got["v"].drop_nulls().min() == 2001
-    assert len(set(opened.opened)) == 1  # one object's file opened, not six
-
-    opened.opened.clear()
-    assert lf.filter(pl.col("v") == 4005).select("label").collect()["label"].to_list() == ["d4-5"]
-    assert len(set(opened.opened)) == 1  # a non-key column's stats prune too
-
-    opened.opened.clear()  # objects without the column hold nulls: only day 3 may match
-    assert lf.filter(pl.col("extra").is_not_null()).collect().height == 400
-    assert len(set(opened.opened)) == 1
-
-    opened.opened.clear()  # v has nulls: the guarantee keeps every object for IS NULL
+    got, objects, rows = counted(lf.filter(day2 & (pl.col("ts") < DAY0 + timedelta(days=3))))
+    assert got.height == 400 and got["v"].drop_nulls().min() == 2001
+    assert objects == 1 and rows == 400  # one object read, not six
+    got, objects, _ = counted(lf.filter(pl.col("v") == 4005).select("label"))
+    assert got["label"].to_list() == ["d4-5"] and objects == 1  # a non-key column prunes too
+    got, objects, _ = counted(lf.filter(pl.col("extra").is_not_null()))
+    assert got.height == 400 and objects == 1  # objects without the column hold nulls
+    got, objects, _ = counted(lf.filter(pl.col("label").is_in(["d1-3", "d5-0"])))
+    assert got.height == 2 * 57 + 1 and objects == 2
+    got, objects, _ = counted(lf.filter(pl.col("v").is_between(3000, 3010)))
+    assert got["v"].to_list() == list(range(3001, 3010)) and objects == 1
+    # Untranslatable terms are dropped from an AND (pruning stays), and widen nothing else.
+    got, objects, _ = counted(lf.filter((pl.col("label").str.len_chars() > 3) & day2))
+    assert got.height == 4 * 400 and objects == 4
+    got, objects, _ = counted(lf.filter((pl.col("label").str.len_chars() > 3) | day2))
+    assert got.height == 6 * 400 and objects == 6
+    got, objects, _ = counted(lf.filter(~(pl.col("ts") < DAY0 + timedelta(days=5))))
+    assert got.height == 400 and objects == 1
+    # Polars' own semantics decide the rows: nulls, and a column an object lacks.
     assert lf.filter(pl.col("v").is_null()).collect().height == 6 * 40
     assert lf.filter(pl.col("extra").is_null()).collect().height == 5 * 400
+    assert lf.filter(pl.col("v") > 5000).head(7).collect().height == 7
+
+
+def test_predicates_translate_soundly() -> None:
+    schema = pa.schema(
+        [("k", pa.int64()), ("s", pa.string()), ("f", pa.float64()),
+         ("t", pa.timestamp("us", tz="UTC")), ("d", pa.date32())]
+    )  # fmt: skip
+
+    def sql(e: Any) -> str | None:
+        found = lake_predicate(e, schema)
+        return None if found is None else str(found)
+
+    assert sql(pl.col("k") > 3) == "k > 3"
+    assert sql(pl.lit(3) < pl.col("k")) == "k > 3"
+    assert sql(pl.col("f") > 1.5) is None  # floats are never pruned by value (NaN)
+    assert sql(pl.col("s") == 3) is None  # Polars would not compare these as the lake does
+    assert sql(pl.col("d") == date(2026, 1, 2)) == "d = DATE '2026-01-02'"
+    got = sql(pl.col("t") >= datetime(2026, 1, 2, tzinfo=UTC))
+    assert got == "t >= TIMESTAMP '2026-01-02T00:00:00+00:00'"
+    assert sql((pl.col("k") > 1) & (pl.col("f").sqrt() > 2)) == "k > 1"
+    assert sql((pl.col("k") > 1) | (pl.col("f").sqrt() > 2)) is None
+    assert sql(~((pl.col("k") > 1) | (pl.col("f").sqrt() > 2))) == "NOT k > 1"
+    assert sql(~((pl.col("k") > 1) & (pl.col("f").sqrt() > 2))) is None
+    assert sql(pl.col("s").is_in(["a", "b"])) == "s IN ('a', 'b')"
+    assert sql(pl.col("s").is_null()) == "s IS NULL"
+    assert sql(pl.col("nope") == 1) is None
 
 
 def test_refs_and_time_travel(lake: Lake) -> None:
