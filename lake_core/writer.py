@@ -124,7 +124,7 @@ def write_objects(
     """
     if table.num_rows == 0:
         return []
-    with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="lake-gather") as ex:
+    with _Lazy(ENCODE_THREADS, "lake-gather") as ex:
         table = _combined(table, ex)
         order = None if presorted else _sort_order(table, key)
         return write_sorted(
@@ -142,7 +142,7 @@ def write_objects(
         )
 
 
-def _combined(table: pa.Table, ex: ThreadPoolExecutor) -> pa.Table:
+def _combined(table: pa.Table, ex: _Lazy) -> pa.Table:
     """``table`` with each column in one chunk (gathering from many chunks is several times
     slower), the columns combined on ``ex``'s threads."""
     if all(c.num_chunks <= 1 for c in table.columns):
@@ -151,7 +151,8 @@ def _combined(table: pa.Table, ex: ThreadPoolExecutor) -> pa.Table:
     def one(c: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
         return c if c.num_chunks <= 1 else pa.chunked_array([c.combine_chunks()], c.type)
 
-    return pa.Table.from_arrays(list(ex.map(one, table.columns)), schema=table.schema)
+    columns = [ex.submit(one, c) for c in table.columns]
+    return pa.Table.from_arrays([f.result() for f in columns], schema=table.schema)
 
 
 #: Rows gathered into key order per step by :func:`_in_key_order`.
@@ -160,17 +161,15 @@ _GATHER_ROWS = 65_536
 _GATHER_AHEAD = 2
 
 
-def _in_key_order(
-    table: pa.Table, order: pa.Array[Any] | None, ex: ThreadPoolExecutor
-) -> Iterator[pa.Table]:
+def _in_key_order(table: pa.Table, order: pa.Array[Any] | None, ex: _Lazy) -> Iterator[pa.Table]:
     """``table``'s rows in key order, a bounded slice at a time, so the sorted table is never
     materialized whole. The next slices are gathered on ``ex``'s threads while the writer
     cuts row groups from this one (the encoding runs on threads of its own, so the calling
     thread would otherwise gather alone)."""
     starts = range(0, table.num_rows, _GATHER_ROWS)
-    if order is None:
+    if order is None or len(starts) == 1:
         for start in starts:
-            yield table.slice(start, _GATHER_ROWS)
+            yield table.slice(start, _GATHER_ROWS) if order is None else table.take(order)
         return
     ahead: deque[Future[pa.Table]] = deque()
     try:
@@ -302,8 +301,8 @@ def write_sorted(
     workers = ENCODE_THREADS if threads is None else max(1, threads)
     metas: list[ObjectMeta] = []
     with (
-        _executor(workers) as ex,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="lake-put") as putter,
+        _Lazy(workers, "lake-encode") as ex,
+        _Lazy(2, "lake-put") as putter,  # one put in flight: collected before the next
     ):
         done = _Encoded()
         footer = 0
@@ -320,7 +319,9 @@ def write_sorted(
                 on_object(meta)
 
         def submit(group: pa.Table) -> None:
-            building.append(ex.submit(encode_group, group, schema, encoding, key_names))
+            # The write's first group is waited for at once: encoded on this thread.
+            via = _INLINE if done.rows == 0 and not building else ex
+            building.append(via.submit(encode_group, group, schema, encoding, key_names))
 
         try:
             while not pending.empty():
@@ -362,7 +363,9 @@ def write_sorted(
                 # put at a time, so objects land (and are reported) in order.
                 collect(landing)
                 landing = None
-                landing = putter.submit(
+                # The last object is put on this thread: nothing is left to overlap it with.
+                via = _INLINE if pending.empty() else putter
+                landing = via.submit(
                     _land, store, pool_id, pieces, groups, key, clock, partition, tags
                 )
             collect(landing)
@@ -398,17 +401,32 @@ class _Inline:
             f.set_exception(e)
         return f
 
-    def __enter__(self) -> _Inline:
+
+_INLINE = _Inline()
+
+
+class _Lazy:
+    """A thread pool of ``workers`` threads started on first use (a small write — one row
+    group, one object — starts none), or the calling thread when ``workers`` is 1."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._workers = workers
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        if self._workers == 1:
+            return _INLINE.submit(fn, *args)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix=self._name)
+        return self._pool.submit(fn, *args)
+
+    def __enter__(self) -> _Lazy:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _executor(workers: int) -> ThreadPoolExecutor | _Inline:
-    if workers == 1:
-        return _Inline()
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lake-encode")
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 class _Encoded:
