@@ -44,6 +44,7 @@ from lake_core.errors import (
     BranchNotFoundError,
     CommitStateUnknownError,
     CorruptObjectError,
+    DurabilityUnknownError,
     EmptyTransactionError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -297,6 +298,11 @@ def _append(
         # Taken, and not by our own retried request (append recognises that); the read-back
         # below confirms whose it is.
         failure = "the journal entry exists"
+    except DurabilityUnknownError as e:
+        # Our entry is linked but may not survive a power loss: neither won nor lost.
+        raise CommitStateUnknownError(
+            pending.id, f"the journal entry may not be durable: {e}", pool=pool.name, branch=branch
+        ) from None
     except Exception as e:  # noqa: BLE001 - any failure mid-append leaves the outcome open
         failure = str(e) or type(e).__name__
     return _won_anyway(pool, head.n + 1, pending.id, branch, failure)

@@ -116,6 +116,12 @@ class ObjectStoreError(LakeError, OSError):
         return f"{self.key}: {self.detail}"
 
 
+class DurabilityUnknownError(ObjectStoreError):
+    """The object's name exists (readers see it) but making it durable failed (the fsync of
+    its directory): after a power loss it may be gone. A commit that ends this way is in an
+    unknown state, never a success, however it reads back now."""
+
+
 class ObjectNotFoundError(LakeError, FileNotFoundError):
     """The object store has no object under ``key``."""
 

@@ -33,12 +33,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
 from lake_core.clock import SYSTEM_CLOCK, Clock, parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.errors import (
     CorruptObjectError,
+    DurabilityUnknownError,
     HistoryVacatedError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -51,6 +52,9 @@ from lake_core.stores.base import ObjectStore, SyncBatch
 LOCAL_HEAD_EVERY = 8
 JOURNAL_FORMAT = "lakepool.journal"
 JOURNAL_VERSION = 1
+#: How many entries a handle walks forward from the last entry it saw before it reads the HEAD
+#: hint instead: a handle far behind pays one GET for HEAD, not one per entry it missed.
+WALK_LIMIT = 4
 
 
 @dataclass(frozen=True)
@@ -151,11 +155,16 @@ class Journal:
     def read_head(self) -> JournalEntry:
         """The last entry: start at the HEAD hint (or the last entry this object saw) and
         probe forward past a stale one."""
-        tail = self.read_tail()
         known = self._last
-        if known is not None and tail <= known.n + 2:
-            # Entries from TAIL-1 on are never deleted, so known.n + 1 missing means unwritten.
-            return self._note(self._probe_from(known))
+        if known is not None:
+            found = self._probe_from(known, limit=WALK_LIMIT)
+            # TAIL is read *after* the walk: entries from TAIL-1 on are never deleted and TAIL
+            # only grows, so if found.n + 1 >= TAIL - 1 now, the missing found.n + 1 was never
+            # written (not vacated and cleaned up while we walked): found is the head.
+            if found is not None and self.read_tail() <= found.n + 2:
+                return self._note(found)
+            # Walked too far (a handle far behind: HEAD is one GET away) or history moved on.
+        tail = self.read_tail()
         # Entries below TAIL may be gone (vacated and cleaned up); entry TAIL never is.
         hint = max(self._read_int_hint(self.layout.head, 0), tail if tail > 1 else 0)
         entry = JournalEntry(0, None, MappingProxyType({}))
@@ -167,12 +176,24 @@ class Journal:
                     entry = self.read_entry(tail)
         return self._note(self._probe_from(entry))
 
-    def _probe_from(self, entry: JournalEntry) -> JournalEntry:
+    @overload
+    def _probe_from(self, entry: JournalEntry) -> JournalEntry: ...
+
+    @overload
+    def _probe_from(self, entry: JournalEntry, limit: int) -> JournalEntry | None: ...
+
+    def _probe_from(self, entry: JournalEntry, limit: int | None = None) -> JournalEntry | None:
+        """The last entry from ``entry`` on, probing one number at a time; None when more
+        than ``limit`` entries were found (the caller reads HEAD instead of walking on)."""
+        steps = 0
         while True:
             try:
                 entry = self.read_entry(entry.n + 1)
             except ObjectNotFoundError:
                 return entry
+            steps += 1
+            if limit is not None and steps > limit:
+                return None
 
     def entry_as_of(self, when: datetime) -> JournalEntry:
         """The last entry written at or before ``when``. Raises HistoryVacatedError if that
@@ -210,8 +231,8 @@ class Journal:
         so ours never can land); missing or unreadable → the original error (unknown)."""
         try:
             self.store.put_if_missing_idempotent(key, data, after)
-        except ObjectExistsError:
-            raise
+        except (ObjectExistsError, DurabilityUnknownError):
+            raise  # a durability failure is not settled by reading our bytes back
         except ObjectStoreError as e:
             try:
                 existing = self.store.get(key)

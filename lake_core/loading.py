@@ -26,6 +26,7 @@ from lake_core.ingest import conform_to, normalize_table, read_input, unify_sche
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
+from lake_core.snapshot import Snapshot
 from lake_core.stores.base import SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_partitioned
@@ -96,13 +97,19 @@ def write_sources(
     ``batch``: write the objects without fsync, noted there; whoever names them (the journal
     append, a staging document) must make the batch durable first.
 
-    The branch's schema is the last this process saw when it has seen one (no read): the
-    checks here only refuse early, and the commit re-checks against the real parent."""
+    The branch's schema is the last this process saw when its snapshot is still in memory
+    (no read): the checks here only refuse early, and the commit re-checks against the real
+    parent. A tip seen long ago whose snapshot is gone is not read back: it may have been
+    vacated and cleaned up since, so the real tip is read instead."""
     known = pool.journal.last_known()
-    seen = known is not None and branch in known.state
-    # pool.tip raises BranchNotFoundError before any work.
-    tip = known.state[branch] if known is not None and seen else pool.tip(branch)
-    base = pool.snapshot(tip).schema
+    base_snapshot = None
+    if known is not None and branch in known.state:
+        seen_tip = known.state[branch]
+        base_snapshot = Snapshot() if seen_tip is None else pool.cached_snapshot(seen_tip)
+    if base_snapshot is None:
+        # pool.tip raises BranchNotFoundError before any work.
+        base_snapshot = pool.snapshot(pool.tip(branch))
+    base = base_snapshot.schema
     table, _ = read_sources(sources, fmt, base)
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")

@@ -28,7 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
+from lake_core.errors import (
+    DurabilityUnknownError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+)
 from lake_core.stores.base import ObjectInfo, ObjectStore, SyncBatch
 
 TEMP_PREFIX = ".tmp-"
@@ -128,7 +133,7 @@ class LocalObjectStore(ObjectStore):
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_dirs(path.parent)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             view = memoryview(data)
@@ -143,6 +148,20 @@ class LocalObjectStore(ObjectStore):
             raise
         os.close(fd)
         return tmp
+
+    def _make_dirs(self, directory: Path) -> None:
+        """Create ``directory`` and its missing ancestors, each new name made durable in its
+        parent at once: fsyncing a file's directory is no use if that directory's own entry
+        (``pools/<id>/`` on a pool's first load) can vanish in a power loss. Rare (a
+        directory is created once), so done eagerly even on the deferred path."""
+        missing = []
+        d = directory
+        while not d.is_dir() and d != d.parent:
+            missing.append(d)
+            d = d.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        for created in reversed(missing):
+            self._fsync_dir(created.parent)
 
     @staticmethod
     def _fsync_dir(path: Path) -> None:
@@ -245,7 +264,8 @@ class LocalObjectStore(ObjectStore):
         try:
             self._fsync_dir(path.parent)
         except OSError as e:
-            raise self._failed(key, e) from e
+            # Linked, so readers see it, but not durable: never let a read-back call it won.
+            raise DurabilityUnknownError(key, f"{e.strerror or e} ({path.parent})") from e
 
     def head(self, key: str) -> ObjectInfo:
         try:

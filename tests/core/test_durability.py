@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +123,8 @@ def test_a_second_commit_rereads_nothing_this_process_wrote(
         reads.clear()
         _load(pool, i)
         names = [k.rsplit("/", 1)[-1] for k in reads]
-        # TAIL, and the probe of the next entry (missing): nothing else.
-        assert names == ["TAIL", f"{i + 2}.json"], reads  # entry 1 made main
+        # The probe of the next entry (missing), then TAIL: nothing else.
+        assert names == [f"{i + 2}.json", "TAIL"], reads  # entry 1 made main
 
 
 def test_an_entry_is_not_linked_when_syncing_its_batch_fails(
@@ -143,3 +144,122 @@ def test_an_entry_is_not_linked_when_syncing_its_batch_fails(
     assert not (tmp_path / "b" / "1.json").exists()
     assert not [p for p in (tmp_path / "b").iterdir()]  # no temp file left behind
     assert batch.files  # still owed
+
+
+def test_a_handle_whose_last_seen_tip_was_vacated_and_cleaned_up_still_loads(
+    tmp_path: Path,
+) -> None:
+    """The tip a handle saw long ago is not read back for the load's schema checks: it may
+    be gone (review of 5f93e8a: NotFoundError on a notebook's long-lived handle)."""
+    lake = Lake.init(str(tmp_path / "lake"))
+    writer = lake.create_pool("p", "ts:asc")
+    commits = [_load(writer, i) for i in range(2)]
+    stale = Lake.open(str(tmp_path / "lake")).pool("p")
+    stale.branches()  # sees the tip of now
+    stale.forget(commits[-1].id)  # its snapshot left the cache, as it would in a busy process
+    commits += [_load(writer, i) for i in range(2, 8)]
+    cut = commits[-1].date
+    writer.vacate(cut)
+    writer.cleanup(grace=timedelta(0), now=cut + timedelta(days=1))
+    landed = _load(stale, 99)
+    assert Lake.open(str(tmp_path / "lake")).pool("p").tip() == landed.id
+    assert writer.count().rows == 9 * 10  # every load: vacating history keeps the rows
+
+
+def test_cleanup_during_a_stale_handles_walk_cannot_fork_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handle walks forward from the entry it saw; if vacate + cleanup delete the entry it
+    is about to probe, the gap must not pass for the head (it would re-create a number below
+    TAIL: a commit reported as landed that no reader sees). TAIL is read after the walk."""
+    from lake_core import journal as journal_module
+
+    lake = Lake.init(str(tmp_path / "lake"))
+    writer = lake.create_pool("p", "ts:asc")
+    _load(writer, 0)
+    stale = Lake.open(str(tmp_path / "lake")).pool("p")
+    stale.read()  # sees entry 2
+    # Entries 3..7; vacating at entry 7 lets cleanup delete entries up to 5, among them 4,
+    # the one the stale handle is about to probe.
+    commits = [_load(writer, i) for i in range(1, 6)]
+    real = journal_module.Journal.read_entry
+    fired: list[int] = []
+
+    def read_entry(self: Any, n: int) -> Any:
+        if self is stale.journal and n == 4 and not fired:
+            fired.append(n)  # meanwhile, maintenance in another process
+            writer.vacate(commits[-1].date)
+            writer.cleanup(grace=timedelta(0))
+        return real(self, n)
+
+    monkeypatch.setattr(journal_module.Journal, "read_entry", read_entry)
+    landed = _load(stale, 99)
+    monkeypatch.setattr(journal_module.Journal, "read_entry", real)
+    assert fired
+    fresh = Lake.open(str(tmp_path / "lake")).pool("p")
+    assert fresh.tip() == landed.id
+    assert sorted(fresh.read(columns=["i"]).column("i").to_pylist()).count(99) == 10
+
+
+def test_a_handle_far_behind_reads_head_instead_of_every_entry_it_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = Lake.init(str(tmp_path / "lake"))
+    writer = lake.create_pool("p", "ts:asc")
+    _load(writer, 0)
+    stale = Lake.open(str(tmp_path / "lake")).pool("p")
+    _load(stale, 1)
+    for i in range(2, 102):
+        _load(writer, i)
+    reads: list[str] = []
+    real_get = LocalObjectStore.get
+
+    def get(self: LocalObjectStore, key: str) -> bytes:
+        reads.append(key)
+        return real_get(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get", get)
+    landed = _load(stale, 999)
+    entries = [k for k in reads if k.endswith(".json") and "/branches/" in k]
+    assert len(entries) <= 12, reads  # the walk limit, HEAD's entry and a probe; not 100
+    assert "HEAD" in [k.rsplit("/", 1)[-1] for k in reads]
+    assert Lake.open(str(tmp_path / "lake")).pool("p").tip() == landed.id
+
+
+def test_a_pools_first_load_makes_its_new_directories_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("p", "ts:asc")
+    rec = Recorder(monkeypatch)
+    _load(pool, 0)
+    root = tmp_path / "lake" / "pools" / pool.id
+    fsyncs = [p for what, p in rec.events if what == "fsync"]
+    # data/ and commits/ were created by this load: their entries in pools/<id>/ are synced
+    # before the journal entry that names files inside them is linked.
+    entry_link = rec.events.index(("link", str(root / "branches" / "2.json")))
+    assert str(root) in [p for what, p in rec.events[:entry_link] if what == "fsync"]
+    assert fsyncs.count(str(root)) >= 1
+
+
+def test_a_failed_fsync_of_the_journal_directory_is_unknown_not_success(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lake_core.errors import CommitStateUnknownError
+
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("p", "ts:asc")
+    _load(pool, 0)
+    real = LocalObjectStore._fsync_dir
+
+    def failing(path: Path) -> None:
+        if path.name == "branches":
+            raise OSError(5, "Input/output error")
+        real(path)
+
+    monkeypatch.setattr(LocalObjectStore, "_fsync_dir", staticmethod(failing))
+    with pytest.raises(CommitStateUnknownError, match="may not be durable"):
+        _load(pool, 1)
+    monkeypatch.setattr(LocalObjectStore, "_fsync_dir", staticmethod(real))
+    # Nothing was discarded: the entry is there and its data reads.
+    assert Lake.open(str(tmp_path / "lake")).pool("p").count().rows == 20
