@@ -1,9 +1,8 @@
 """Running SQL over a lake in embedded DuckDB: the lake plans, DuckDB executes.
 
-For each query a fresh in-memory DuckDB connection is made. Each table name the query uses is
-resolved (:mod:`lake_core.sql.resolve`); each pool snapshot is planned by the read planner
-(:mod:`lake_core.planning`) with the predicate the query's WHERE implies for it
-(:mod:`lake_core.sql.analyze`), and DuckDB is given exactly the planned data:
+Each table name the query uses is resolved (:mod:`lake_core.sql.resolve`); each pool snapshot
+is planned by the read planner (:mod:`lake_core.planning`) with the predicate the query's WHERE
+implies for it (:mod:`lake_core.sql.analyze`), and DuckDB is given exactly the planned data:
 
 * **local disk**: a view over ``read_parquet`` of the planned object files (DuckDB's native
   reader, the fastest path; DuckDB skips row groups itself from the same WHERE), with columns
@@ -12,15 +11,20 @@ resolved (:mod:`lake_core.sql.resolve`); each pool snapshot is planned by the re
   row groups, read through the store's Arrow filesystem (:meth:`ObjectStore.arrow_location`)
   and streamed to DuckDB batch by batch, never materialised.
 
-Then the connection is sandboxed before the query runs: ``allowed_paths`` lists the planned
-files only, external access is disabled, the time zone is UTC (so timestamp literals mean
-what the lake's pruning takes them to mean) and the configuration is locked. The returned
-relation keeps the connection alive.
+The query runs in a sandboxed database: ``allowed_paths`` lists the planned files only,
+external access is disabled, the time zone is UTC (so timestamp literals mean what the lake's
+pruning takes them to mean) and the configuration is locked. Usually that database is shared
+(:func:`shared_database`: one per planned file set, cached per process) and the query gets a
+cursor of its own with TEMP views, so it pays no DuckDB start; a query naming a pool through
+a schema (``ns.flights``) or wanting progress gets a fresh database sandboxed after its views
+are made. The returned relation keeps its connection (and database) alive.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -139,7 +143,66 @@ def _uniform(objects: list[ObjectMeta], schema: pa.Schema) -> bool:
     )
 
 
+#: How many sandboxed databases :func:`shared_database` keeps (least recently used dropped).
+SHARED_DATABASES = 8
+_shared: OrderedDict[tuple[str, ...], duckdb.DuckDBPyConnection] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def _sandboxed(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    paths = "[" + ", ".join(_string(p) for p in allowed) + "]"
+    # Database-wide settings, inherited by every cursor: UTC (timestamp literals mean what
+    # the lake's pruning takes them to mean), the Parquet metadata cache (objects are
+    # immutable, so a footer read once stays true), then the sandbox, locked. A cursor's
+    # progress bar is off by default (DuckDB 2.0: enable_progress_bar is per connection and
+    # false for the Python client), so nothing is printed; tests/core/test_sql_query.py
+    # checks that.
+    con.execute(
+        f"SET GLOBAL TimeZone='UTC'; SET GLOBAL parquet_metadata_cache=true; "
+        f"SET allowed_paths={paths}; SET enable_external_access=false; "
+        "SET lock_configuration=true"
+    ).fetchall()
+    return con
+
+
+def shared_database(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+    """A sandboxed in-memory DuckDB database (its root connection) that may read exactly the
+    files ``allowed`` and nothing else, configuration locked; cached per process by that
+    file set, so a query whose plan names the same objects as an earlier one skips DuckDB's
+    start (12–25 ms here). A query runs in a cursor of it: its views and registrations are
+    TEMP, in that cursor's own catalog, which no other query sees; a cursor (and the
+    relation made in it) keeps the database alive after it leaves the cache.
+
+    Sound because DuckDB's ``allowed_paths`` cannot change once locked and every query in
+    the database has exactly this file set planned: no query can read a file outside its
+    own plan."""
+    with _shared_lock:
+        con = _shared.get(allowed)
+        if con is not None:
+            _shared.move_to_end(allowed)
+            return con
+    con = _sandboxed(allowed)
+    with _shared_lock:
+        con = _shared.setdefault(allowed, con)
+        _shared.move_to_end(allowed)
+        while len(_shared) > SHARED_DATABASES:
+            _shared.popitem(last=False)
+    return con
+
+
+def parser_cursor() -> duckdb.DuckDBPyConnection:
+    """A cursor of a sandboxed database that may read no file: parses and analyses SQL."""
+    return shared_database(()).cursor()
+
+
 class _Session:
+    """One query's registrations. Planning runs first, against a parser cursor; the views and
+    registrations it decides are recorded (:attr:`pending`) and applied by :meth:`attach` to
+    the connection the query then runs in."""
+
     def __init__(
         self,
         open_pool: Callable[[str], Pool],
@@ -147,21 +210,13 @@ class _Session:
         as_of: datetime | None,
         progress: bool,
     ) -> None:
-        import duckdb
-
-        self.con = duckdb.connect(":memory:")
-        # UTC, so timestamp literals mean what the lake's pruning takes them to mean. Progress
-        # is tracked for the caller to poll (connection.query_progress()), never printed:
-        # DuckDB's bar (on by default) prints on stdout, where the records go. One statement:
-        # a query's whole set-up is on the clock. (None of these can go in connect's config.)
-        # The Parquet metadata cache lets the query's bind reuse the footers DuckDB read when
-        # the view over read_parquet was created (sound: objects are immutable, and this
-        # database lives for one query); measured: a one-day count's view + query 44 → 21 ms.
-        bar = "true" if progress else "false"
-        self.run(
-            f"SET TimeZone='UTC'; SET enable_progress_bar={bar}; "
-            "SET enable_progress_bar_print=false; SET parquet_metadata_cache=true"
-        )
+        #: Parses and analyses the query and its views (no file access, locked).
+        self.con = parser_cursor()
+        self.progress = progress
+        #: Whether views are TEMP (the query runs in a cursor of a shared database, whose
+        #: temporary catalog is its own) — set by :meth:`attach`.
+        self.temp = False
+        self.pending: list[Callable[[], None]] = []
         self.open_pool, self.lake, self.as_of = open_pool, lake, as_of
         self.reads: list[_PoolRead] = []
         self.allowed: list[str] = []
@@ -171,6 +226,39 @@ class _Session:
         self.serial = 0
         #: Columns the query mentions (None: ``*``), for the bytes_read counter.
         self.columns: frozenset[str] | None = None
+
+    def attach(self) -> None:
+        """Make the connection the query runs in and apply the recorded registrations.
+
+        Shared (a cursor of a cached sandboxed database, :func:`shared_database`) when every
+        name the query reads is unqualified (TEMP views cannot live in a schema of their own)
+        and no progress is wanted (a cursor cannot change its settings once the database is
+        locked); otherwise a fresh database for this query alone, sandboxed after its views
+        are made (:meth:`lock`)."""
+        qualified = any(s for pairs in self.targets.values() for s, _ in pairs)
+        if not qualified and not self.progress:
+            self.con = shared_database(tuple(sorted(set(self.allowed)))).cursor()
+            self.temp = True
+            for op in self.pending:
+                op()
+            return
+        import duckdb
+
+        self.con = duckdb.connect(":memory:")
+        # UTC, so timestamp literals mean what the lake's pruning takes them to mean. Progress
+        # is tracked for the caller to poll (connection.query_progress()), never printed:
+        # DuckDB's bar prints on stdout, where the records go. One statement: a query's whole
+        # set-up is on the clock. (None of these can go in connect's config.) The Parquet
+        # metadata cache lets the query's bind reuse the footers DuckDB read when the view
+        # over read_parquet was created (sound: objects are immutable).
+        bar = "true" if self.progress else "false"
+        self.run(
+            f"SET TimeZone='UTC'; SET enable_progress_bar={bar}; "
+            "SET enable_progress_bar_print=false; SET parquet_metadata_cache=true"
+        )
+        for op in self.pending:
+            op()
+        self.lock()
 
     def run(self, sql: str) -> list[Any]:
         """Execute and finish ``sql`` (a connection runs one result at a time)."""
@@ -197,9 +285,10 @@ class _Session:
     def create_view(self, key: str, body: str) -> None:
         """``key`` (under every name DuckDB may look it up by) as the view ``body``."""
         first, *others = self.view_targets(key)
-        self.run(f"CREATE VIEW {first} AS {body}")
+        kind = "TEMP VIEW" if self.temp else "VIEW"
+        self.run(f"CREATE {kind} {first} AS {body}")
         for other in others:
-            self.run(f"CREATE VIEW {other} AS SELECT * FROM {first}")
+            self.run(f"CREATE {kind} {other} AS SELECT * FROM {first}")
 
     def register_arrow(self, key: str, data: Any) -> None:
         internal = self.internal_name()
@@ -252,9 +341,13 @@ class _Session:
             if isinstance(source, PoolTable):
                 self.add_pool(key, source, predicates.get(key))
             elif isinstance(source, TableTable):
-                self.register_arrow(key, source.table)
+                self.later(self.register_arrow, key, source.table)
         for key, sql in reversed(views):  # inner views first: a view binds what it reads
-            self.create_view(key, sql)
+            self.later(self.create_view, key, sql)
+
+    def later(self, op: Callable[..., None], *args: Any) -> None:
+        """Record ``op(*args)`` for :meth:`attach` (run on the query's own connection)."""
+        self.pending.append(lambda: op(*args))
 
     def add_pool(self, key: str, source: PoolTable, predicate: Expr | None) -> None:
         pool, snap = source.pool, source.snapshot
@@ -268,14 +361,14 @@ class _Session:
         self.reads.append(read)
         if not plan.objects:
             read.counted = True
-            self.register_arrow(key, schema.empty_table())
+            self.later(self.register_arrow, key, schema.empty_table())
         elif local:
             read.files = [_object_path(pool, o) for o in plan.objects]
             self.allowed.extend(read.files)
-            self.add_parquet_view(key, read, schema)
+            self.later(self.add_parquet_view, key, read, schema)
         else:
             read.counted = True
-            self.register_arrow(key, self.dataset(read, schema))
+            self.later(self.register_arrow, key, self.dataset(read, schema))
 
     def add_parquet_view(self, key: str, read: _PoolRead, schema: pa.Schema) -> None:
         """A view over read_parquet of the planned files, shaped as the pool schema."""
@@ -359,7 +452,7 @@ def run_sql(
     analysis = analyze(session.con, sql)
     session.columns = analysis.columns
     session.add_query(analysis)
-    session.lock()
+    session.attach()
     try:
         relation = session.con.sql(sql)
     except duckdb.Error as e:

@@ -341,3 +341,59 @@ def test_join_conditions_prune_only_where_sound(flights: Pool, lake: Lake, join:
     sql = f"SELECT * FROM {join}"
     expected = oracle({"flights": flights.read(), "flights@dev": flights.read("dev")}, sql)
     assert rows(lake, sql) == expected
+
+
+def test_queries_share_a_sandboxed_database_but_see_only_their_own(
+    flights: Pool, lake: Lake
+) -> None:
+    """Queries whose plans name the same objects run in cursors of one cached database:
+    neither sees the other's registrations (TEMP, per cursor), and no query can read a lake
+    object outside its own plan, even bypassing the analyser."""
+    first = run_sql('SELECT count(*) FROM flights, "flights$commits"', lake.pool, lake)
+    second = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    assert first.connection is not second.connection
+    assert first.connection.sql('SELECT count(*) FROM "flights$commits"').fetchall()[0][0] > 0
+    with pytest.raises(duckdb.Error, match="flights\\$commits"):
+        second.connection.sql('SELECT count(*) FROM "flights$commits"').fetchall()
+    with pytest.raises(duckdb.Error):
+        second.connection.execute("SET lock_configuration = false")
+    one_day = run_sql("SELECT count(*) FROM flights WHERE day = '2026-01-02'", lake.pool, lake)
+    if lake.store.local_path("probe") is None:
+        return  # S3: DuckDB reads no file at all (the lake hands it Arrow)
+    assert one_day.relation.fetchall() == [(6,)]
+    planned = set(flights_files(flights, "2026-01-02"))
+    others = [f for f in flights.files() if f not in planned]
+    assert others and len(planned) == 1
+    with pytest.raises(duckdb.Error, match="Permission|disabled"):
+        one_day.connection.sql(f"SELECT count(*) FROM read_parquet('{others[0]}')").fetchall()
+
+
+def flights_files(pool: Pool, day: str) -> list[str]:
+    from lake_core.expr import parse_predicate
+    from lake_core.planning import plan_read
+
+    snap = pool.snapshot(pool.resolve())
+    plan = plan_read(snap, pool.config.key, parse_predicate(f"day = '{day}'"))
+    return [pool.store.local_path(pool.layout.data(o.id)) or "" for o in plan.objects]
+
+
+def test_a_relation_stays_valid_after_later_queries(flights: Pool, lake: Lake) -> None:
+    from lake_core.sql.engine import SHARED_DATABASES
+
+    early = lake.sql("SELECT count(*) AS n FROM flights WHERE day = '2026-01-02'")
+    # More distinct plans than the cache holds: the early query's database leaves the cache.
+    for d in range(SHARED_DATABASES + 1):
+        day = f"2026-01-{1 + d % DAYS:02d}"
+        later = lake.sql(f"SELECT count(*) FROM flights WHERE day = '{day}' AND delay >= {d}")
+        later.fetchall()
+    assert early.fetchall() == [(6,)]
+
+
+def test_a_shared_query_prints_nothing(
+    flights: Pool, lake: Lake, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    setting = "SELECT current_setting('enable_progress_bar'), current_setting('TimeZone')"
+    assert run.connection.execute(setting).fetchall() == [(False, "UTC")]
+    assert run.relation.fetchall() == [(flights.read().num_rows,)]
+    assert capfd.readouterr().out == ""
