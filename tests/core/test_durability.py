@@ -255,8 +255,8 @@ def test_a_failed_fsync_of_the_journal_directory_is_unknown_not_success(
     _load(pool, 0)
     real = LocalObjectStore._fsync_dir
 
-    def failing(path: Path) -> None:
-        if path.name == "branches":
+    def failing(path: str | Path) -> None:
+        if Path(path).name == "branches":
             raise OSError(5, "Input/output error")
         real(path)
 
