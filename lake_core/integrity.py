@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,28 +58,36 @@ def _corrupt(meta: ObjectMeta, pool: str, detail: str) -> CorruptDataObjectError
 
 def check_footer(meta: ObjectMeta, opened: OpenObject, pool: str) -> None:
     """Compare the Parquet footer with what the commit recorded (no data read)."""
-    rows = opened.metadata.num_rows
+    check_metadata(meta, opened.metadata, opened.file.schema_arrow, pool)
+
+
+def check_metadata(
+    meta: ObjectMeta, file_meta: pq.FileMetaData, schema: pa.Schema, pool: str
+) -> None:
+    """:func:`check_footer` for a footer opened elsewhere (``schema``: its Arrow schema, as
+    pyarrow reads the file), e.g. by a pyarrow dataset fragment."""
+    rows = file_meta.num_rows
     if rows != meta.count:
         raise _corrupt(meta, pool, f"it holds {rows} rows, its commit recorded {meta.count}")
     if meta.columns:
-        names = set(opened.file.schema_arrow.names)
+        names = set(schema.names)
         if names != set(meta.columns):
             extra = sorted(names - set(meta.columns))
             missing = sorted(set(meta.columns) - names)
             what = f"unrecorded columns {extra}" if extra else f"no columns {missing}"
             raise _corrupt(meta, pool, f"it has {what}")
-        _check_bounds(meta, opened, pool)
+        _check_bounds(meta, file_meta, schema, pool)
 
 
-def _check_bounds(meta: ObjectMeta, opened: OpenObject, pool: str) -> None:
+def _check_bounds(
+    meta: ObjectMeta, file_meta: pq.FileMetaData, schema: pa.Schema, pool: str
+) -> None:
     """Compare the footer's per-row-group min/max with the recorded column bounds: an object of
     the same size, row count and columns as the recorded one (another load of the same shape)
     still differs there. Only exact types (integers, strings, timestamps, dates) are compared,
     and only where the footer has bounds for every row group."""
-    file_meta = opened.metadata
     if file_meta.num_row_groups == 0:
         return
-    schema = opened.file.schema_arrow
     groups = [row_group_stats(file_meta, rg) for rg in range(file_meta.num_row_groups)]
     for name, recorded in meta.columns.items():
         if recorded.min is None or recorded.max is None or name not in schema.names:
@@ -129,6 +138,28 @@ def open_verified(store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str)
         raise _corrupt(meta, pool, detail) from None
     check_footer(meta, opened, pool)
     return opened
+
+
+def open_verified_fragment(
+    store: ObjectStore, pool_id: str, meta: ObjectMeta, pool: str, fmt: Any
+) -> Any:
+    """:func:`open_verified` through the store's Arrow filesystem: a pyarrow Parquet fragment
+    (of ``fmt``, a ``ParquetFileFormat``) whose footer has been read and checked. The fragment
+    keeps the parsed footer, and so do its subsets, so a pyarrow scan of it reads the footer
+    no second time. Raises ObjectNotFoundError, CorruptDataObjectError."""
+    key = PoolLayout(pool_id).data(meta.id)
+    fs, path = store.arrow_location(key)
+    # The recorded size: no HEAD, and an object of another size has no footer there.
+    fragment = fmt.make_fragment(path, filesystem=fs, file_size=meta.size)
+    try:
+        fragment.ensure_complete_metadata()
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError) or not store.exists(key):
+            raise ObjectNotFoundError(key) from None
+        detail = f"not readable as Parquet at its recorded size ({e})"
+        raise _corrupt(meta, pool, detail) from None
+    check_metadata(meta, fragment.metadata, fragment.physical_schema, pool)
+    return fragment
 
 
 def check_bytes(meta: ObjectMeta, data: bytes, pool: str) -> None:

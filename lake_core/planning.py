@@ -289,6 +289,9 @@ class Fragment:
     row_groups: tuple[int, ...]
     #: Its footer, as opened (and checked against the commit) by :func:`open_fragments`.
     metadata: pq.FileMetaData
+    #: With ``arrow_format``: the pyarrow fragment of the kept row groups, holding the footer
+    #: read once (a scan of it does not fetch the footer again).
+    arrow: Any = None
 
     @property
     def whole(self) -> bool:
@@ -303,22 +306,29 @@ def open_fragments(
     pool_name: str,
     columns: Iterable[str] | None = None,
     threads: int = 16,
+    arrow_format: Any = None,
 ) -> list[Fragment]:
     """Open the footer of every planned object (checked against its commit, in parallel:
     on S3 each is a ranged GET), decide its row groups, and count what an engine reading
     the result reads (``columns``: the top-level columns it reads; None: all). Objects left
-    with no row group are not returned. Raises PurgedObjectError for an object purged since
-    the snapshot, CorruptDataObjectError for one that is not what its commit recorded."""
+    with no row group are not returned. With ``arrow_format`` (a pyarrow ``ParquetFileFormat``)
+    the footers are read through the store's Arrow filesystem as pyarrow fragments
+    (:attr:`Fragment.arrow`) that keep them: an engine scanning those reads each footer once.
+    Raises PurgedObjectError for an object purged since the snapshot, CorruptDataObjectError
+    for one that is not what its commit recorded."""
     from lake_core.errors import ObjectNotFoundError, PurgedObjectError
-    from lake_core.integrity import open_verified
+    from lake_core.integrity import open_verified, open_verified_fragment
     from lake_core.layout import PoolLayout
     from lake_core.purge_records import purged_by
 
     layout = PoolLayout(pool_id)
 
-    def footer(obj: ObjectMeta) -> pq.FileMetaData:
+    def footer(obj: ObjectMeta) -> tuple[pq.FileMetaData, Any]:
         try:
-            return open_verified(store, pool_id, obj, pool_name).metadata
+            if arrow_format is None:
+                return open_verified(store, pool_id, obj, pool_name).metadata, None
+            fragment = open_verified_fragment(store, pool_id, obj, pool_name, arrow_format)
+            return fragment.metadata, fragment
         except ObjectNotFoundError:
             raise PurgedObjectError(obj.id, purged_by(store, pool_id, obj.id)) from None
 
@@ -331,7 +341,7 @@ def open_fragments(
             footers = list(ex.map(footer, plan.objects))
     wanted = None if columns is None else {c.lower() for c in columns}
     out = []
-    for obj, metadata in zip(plan.objects, footers, strict=True):
+    for obj, (metadata, whole) in zip(plan.objects, footers, strict=True):
         groups = plan.row_groups(obj, metadata)
         plan.opened()
         if not groups:
@@ -340,5 +350,8 @@ def open_fragments(
         read = names if wanted is None else [n for n in names if n.lower() in wanted]
         rows = sum(metadata.row_group(g).num_rows for g in groups)
         plan.read(metadata, groups, read, rows)
-        out.append(Fragment(obj, layout.data(obj.id), tuple(groups), metadata))
+        arrow = whole
+        if whole is not None and len(groups) < metadata.num_row_groups:
+            arrow = whole.subset(row_group_ids=groups)  # shares the parsed footer
+        out.append(Fragment(obj, layout.data(obj.id), tuple(groups), metadata, arrow))
     return out

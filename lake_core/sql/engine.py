@@ -128,7 +128,7 @@ def _object_path(pool: Pool, obj: ObjectMeta) -> str:
         from lake_core.errors import CorruptDataObjectError
 
         raise CorruptDataObjectError(
-            pool.name, obj.id, f"it is {size} bytes, its commit recorded {obj.size}"
+            obj.id, pool.name, f"it is {size} bytes, its commit recorded {obj.size}"
         )
     return path
 
@@ -409,20 +409,16 @@ class _Session:
         import pyarrow.dataset as ds
 
         pool = read.table.pool
-        fragments = open_fragments(read.plan, pool.store, pool.id, pool.name, self.columns)
         fmt = ds.ParquetFileFormat()
+        # Footers read once: the planner opens each through the store's Arrow filesystem as a
+        # pyarrow fragment (at its recorded size: no HEAD), checks it against the commit and
+        # keeps it parsed in the fragment (and in its subset of the planned row groups), so
+        # the scan fetches no footer again.
+        fragments = open_fragments(
+            read.plan, pool.store, pool.id, pool.name, self.columns, arrow_format=fmt
+        )
         fs, _ = pool.store.arrow_location(pool.layout.data("probe"))
-        parts = []
-        for fragment in fragments:
-            _, path = pool.store.arrow_location(fragment.key)
-            # All groups: a plain fragment, which Arrow reads with its whole-file read-ahead.
-            # The recorded size spares a HEAD per object (the footer check confirmed it).
-            groups = None if fragment.whole else list(fragment.row_groups)
-            parts.append(
-                fmt.make_fragment(
-                    path, filesystem=fs, row_groups=groups, file_size=fragment.obj.size
-                )
-            )
+        parts = [fragment.arrow for fragment in fragments]
         return ds.FileSystemDataset(parts, schema, fmt, fs)
 
     def lock(self) -> None:

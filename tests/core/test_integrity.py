@@ -67,6 +67,11 @@ def test_a_swapped_object_of_the_same_shape_fails_every_read(lake: Lake) -> None
         fresh.read(where="ts >= 300 AND ts < 350")
     # A read that prunes the object away does not touch it.
     assert fresh.read(where="ts < 250")["ts"].to_pylist() == list(range(200, 250))
+    if lake.store.local_path("probe") is None:
+        # SQL on S3 checks each planned footer (once) as the read above does. (On local disk
+        # DuckDB reads the files itself and only their sizes are checked.)
+        with pytest.raises(CorruptDataObjectError, match=message + "column 'ts' spans"):
+            Lake.open(lake.config).sql("SELECT count(*) FROM p").fetchall()
     # Compaction reads whole objects: the checksum catches it before anything is written.
     tip = fresh.tip()
     with pytest.raises(CorruptDataObjectError, match=message + "checksum crc32:"):
@@ -84,6 +89,9 @@ def test_an_object_of_another_size_is_caught(lake: Lake) -> None:
     fresh = Lake.open(lake.config).pool("s")
     with pytest.raises(CorruptDataObjectError, match=f"data object {small.id} of pool s"):
         fresh.read()
+    # SQL too (local disk: the file's size; S3: the footer fetched at the recorded size).
+    with pytest.raises(CorruptDataObjectError, match=f"data object {small.id} of pool s"):
+        Lake.open(lake.config).sql("SELECT count(*) FROM s").fetchall()
 
 
 def test_verify_cli(lake: Lake, capsys: pytest.CaptureFixture[str]) -> None:

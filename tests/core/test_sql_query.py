@@ -4,6 +4,7 @@ snapshot's rows, pruning is visible in the stats and never changes a result, ref
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import UTC, date, datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import boto3
 import duckdb
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 from lake_core import Lake, LakeConfig
@@ -397,3 +399,99 @@ def test_a_shared_query_prints_nothing(
     assert run.connection.execute(setting).fetchall() == [(False, "UTC")]
     assert run.relation.fetchall() == [(flights.read().num_rows,)]
     assert capfd.readouterr().out == ""
+
+
+class _CountingFiles(pafs.FileSystemHandler):
+    """A local Arrow filesystem that records every read: (path, offset, length)."""
+
+    def __init__(self) -> None:
+        self.fs = pafs.LocalFileSystem()
+        self.reads: list[tuple[str, int, int]] = []
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __ne__(self, other: object) -> bool:
+        return other is not self
+
+    def get_type_name(self) -> str:
+        return "counting"
+
+    def normalize_path(self, path: str) -> str:
+        return path
+
+    def get_file_info(self, paths: Any) -> Any:
+        return self.fs.get_file_info(paths)
+
+    def get_file_info_selector(self, selector: Any) -> Any:
+        return self.fs.get_file_info(selector)
+
+    def open_input_file(self, path: str) -> Any:
+        handler = self
+
+        class Raw(io.RawIOBase):
+            def __init__(self) -> None:
+                self.f = handler.fs.open_input_file(path)
+
+            def readable(self) -> bool:
+                return True
+
+            def seekable(self) -> bool:
+                return True
+
+            def seek(self, offset: int, whence: int = 0) -> int:
+                return int(self.f.seek(offset, whence))
+
+            def tell(self) -> int:
+                return int(self.f.tell())
+
+            def readinto(self, buffer: Any) -> int:
+                at = self.f.tell()
+                data = self.f.read(len(buffer))
+                buffer[: len(data)] = data
+                handler.reads.append((path, at, len(data)))
+                return len(data)
+
+        return pa.PythonFile(Raw(), mode="r")
+
+    def open_input_stream(self, path: str) -> Any:
+        return self.open_input_file(path)
+
+    def create_dir(self, *args: Any) -> None: ...
+    def delete_dir(self, *args: Any) -> None: ...
+    def delete_dir_contents(self, *args: Any) -> None: ...
+    def delete_root_dir_contents(self, *args: Any) -> None: ...
+    def delete_file(self, *args: Any) -> None: ...
+    def move(self, *args: Any) -> None: ...
+    def copy_file(self, *args: Any) -> None: ...
+    def open_output_stream(self, *args: Any) -> Any: ...
+    def open_append_stream(self, *args: Any) -> Any: ...
+
+
+def test_arrow_fragments_read_each_footer_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The S3 path's planner opens footers as pyarrow fragments that the scan reuses: the
+    tail of each object (its footer) is fetched once, not once to plan and once to scan."""
+    import pyarrow.dataset as ds
+
+    from lake_core.expr import parse_predicate
+    from lake_core.planning import open_fragments, plan_read
+
+    pool = Lake.init(LakeConfig(uri=str(tmp_path / "lake"))).create_pool("p", "day")
+    for d in range(3):
+        pool.load(day_rows(d))
+    counting = _CountingFiles()
+    fs = pafs.PyFileSystem(counting)
+    monkeypatch.setattr(pool.store, "arrow_location", lambda key: (fs, pool.store.local_path(key)))
+    snap = pool.snapshot(pool.resolve())
+    plan = plan_read(snap, pool.config.key, parse_predicate("day <= '2026-01-02'"))
+    fmt = ds.ParquetFileFormat()
+    fragments = open_fragments(plan, pool.store, pool.id, pool.name, None, arrow_format=fmt)
+    assert len(fragments) == 2
+    table = ds.FileSystemDataset([f.arrow for f in fragments], snap.schema, fmt, fs).to_table()
+    assert table.num_rows == 12
+    sizes = {f.arrow.path: f.obj.size for f in fragments}
+    tails = [path for path, at, n in counting.reads if at + n >= sizes[path]]
+    assert sorted(tails) == sorted(sizes)  # each footer once
+    assert {path for path, _, _ in counting.reads} == set(sizes)  # and the data was read here
