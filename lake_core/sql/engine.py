@@ -149,23 +149,19 @@ _shared: OrderedDict[tuple[str, ...], duckdb.DuckDBPyConnection] = OrderedDict()
 _shared_lock = threading.Lock()
 
 
-def _sandboxed(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
-    import duckdb
-
-    con = duckdb.connect(":memory:")
+def _sandbox(con: duckdb.DuckDBPyConnection, allowed: tuple[str, ...]) -> None:
+    """Make ``con``'s database one :func:`shared_database` may hand out for ``allowed``."""
     paths = "[" + ", ".join(_string(p) for p in allowed) + "]"
     # Database-wide settings, inherited by every cursor: UTC (timestamp literals mean what
     # the lake's pruning takes them to mean), the Parquet metadata cache (objects are
     # immutable, so a footer read once stays true), then the sandbox, locked. A cursor's
-    # progress bar is off by default (DuckDB 2.0: enable_progress_bar is per connection and
-    # false for the Python client), so nothing is printed; tests/core/test_sql_query.py
-    # checks that.
+    # progress bar cannot be set here (per connection only, and the lock refuses a cursor's
+    # SET); it is off by default for the Python client's cursors, and _may_print checks it.
     con.execute(
         f"SET GLOBAL TimeZone='UTC'; SET GLOBAL parquet_metadata_cache=true; "
         f"SET allowed_paths={paths}; SET enable_external_access=false; "
         "SET lock_configuration=true"
     ).fetchall()
-    return con
 
 
 def shared_database(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
@@ -179,12 +175,29 @@ def shared_database(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     Sound because DuckDB's ``allowed_paths`` cannot change once locked and every query in
     the database has exactly this file set planned: no query can read a file outside its
     own plan."""
+    con = _cached(allowed)
+    if con is not None:
+        return con
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    _sandbox(con, allowed)
+    return _remember(allowed, con)
+
+
+def _cached(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection | None:
     with _shared_lock:
         con = _shared.get(allowed)
         if con is not None:
             _shared.move_to_end(allowed)
-            return con
-    con = _sandboxed(allowed)
+        return con
+
+
+def _remember(
+    allowed: tuple[str, ...], con: duckdb.DuckDBPyConnection
+) -> duckdb.DuckDBPyConnection:
+    """Cache ``con`` (sandboxed for ``allowed``) unless a racing query cached one first;
+    the one cached is returned."""
     with _shared_lock:
         con = _shared.setdefault(allowed, con)
         _shared.move_to_end(allowed)
@@ -193,9 +206,28 @@ def shared_database(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def parser_cursor() -> duckdb.DuckDBPyConnection:
-    """A cursor of a sandboxed database that may read no file: parses and analyses SQL."""
-    return shared_database(()).cursor()
+def _may_print(cursor: duckdb.DuckDBPyConnection) -> bool:
+    """Whether DuckDB's progress bar is on and printing in ``cursor`` (it would print on
+    stdout, and a locked database's cursor cannot turn it off). False for the Python client's
+    cursors in DuckDB 2.0, even in an interactive session (where the root connection's is on);
+    checked per query so a DuckDB that changes that default gets a fresh database instead."""
+    rows = cursor.execute(
+        "SELECT current_setting('enable_progress_bar') AND current_setting('enable_progress_bar_print')"
+    ).fetchall()  # all: a cursor runs one result at a time
+    return bool(rows and rows[0][0])
+
+
+def parser_cursor() -> tuple[duckdb.DuckDBPyConnection, bool]:
+    """A connection that parses and analyses SQL, and whether it is a new database of its
+    own, not yet sandboxed: a cursor of the cached database that may read no file, or, the
+    first time in a process, a new database that the query then runs in (sandboxed for its
+    plan), so a process's first query starts DuckDB once, not twice."""
+    parser = _cached(())
+    if parser is not None:
+        return parser.cursor(), False
+    import duckdb
+
+    return duckdb.connect(":memory:"), True
 
 
 class _Session:
@@ -210,8 +242,9 @@ class _Session:
         as_of: datetime | None,
         progress: bool,
     ) -> None:
-        #: Parses and analyses the query and its views (no file access, locked).
-        self.con = parser_cursor()
+        #: Parses and analyses the query and its views; ``blank``: a new database of its own,
+        #: not sandboxed yet (:func:`parser_cursor`), which :meth:`attach` puts to use.
+        self.con, self.blank = parser_cursor()
         self.progress = progress
         #: Whether views are TEMP (the query runs in a cursor of a shared database, whose
         #: temporary catalog is its own) — set by :meth:`attach`.
@@ -237,14 +270,26 @@ class _Session:
         are made (:meth:`lock`)."""
         qualified = any(s for pairs in self.targets.values() for s, _ in pairs)
         if not qualified and not self.progress:
-            self.con = shared_database(tuple(sorted(set(self.allowed)))).cursor()
-            self.temp = True
-            for op in self.pending:
-                op()
-            return
+            allowed = tuple(sorted(set(self.allowed)))
+            shared = _cached(allowed)
+            if self.blank:
+                # The parsing database becomes a cached one: for this plan if none is, else
+                # the parser of later queries. (It ran nothing but the parser.)
+                kept = () if shared is not None else allowed
+                _sandbox(self.con, kept)
+                found = _remember(kept, self.con)
+                shared = shared if shared is not None else found
+                self.blank = False
+            cursor = (shared if shared is not None else shared_database(allowed)).cursor()
+            if not _may_print(cursor):
+                self.con, self.temp = cursor, True
+                for op in self.pending:
+                    op()
+                return
         import duckdb
 
-        self.con = duckdb.connect(":memory:")
+        if not self.blank:
+            self.con = duckdb.connect(":memory:")
         # UTC, so timestamp literals mean what the lake's pruning takes them to mean. Progress
         # is tracked for the caller to poll (connection.query_progress()), never printed:
         # DuckDB's bar prints on stdout, where the records go. One statement: a query's whole

@@ -495,3 +495,26 @@ def test_arrow_fragments_read_each_footer_once(
     tails = [path for path, at, n in counting.reads if at + n >= sizes[path]]
     assert sorted(tails) == sorted(sizes)  # each footer once
     assert {path for path, _, _ in counting.reads} == set(sizes)  # and the data was read here
+
+
+def test_a_cursor_that_would_print_gets_a_fresh_database(
+    flights: Pool, lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a DuckDB turn the progress bar on in new cursors (it cannot be turned off in a
+    locked database's cursor), the query gets a database of its own with the bar off."""
+    import lake_core.sql.engine as engine
+
+    monkeypatch.setattr(engine, "_may_print", lambda cursor: True)
+    run = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    assert run.relation.fetchall() == [(flights.read().num_rows,)]
+    setting = (
+        "SELECT current_setting('enable_progress_bar'), "
+        "current_setting('enable_progress_bar_print'), current_setting('TimeZone')"
+    )
+    # Set on its own connection (a shared cursor keeps the default: printing on, bar off).
+    assert run.connection.execute(setting).fetchall() == [(False, False, "UTC")]
+    with pytest.raises(duckdb.Error):
+        run.connection.execute("SET enable_external_access = true")
+    monkeypatch.undo()
+    shared = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
+    assert shared.connection.execute(setting).fetchall() == [(False, True, "UTC")]
