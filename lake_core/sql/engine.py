@@ -147,6 +147,10 @@ def _uniform(objects: list[ObjectMeta], schema: pa.Schema) -> bool:
 SHARED_DATABASES = 8
 _shared: OrderedDict[tuple[str, ...], duckdb.DuckDBPyConnection] = OrderedDict()
 _shared_lock = threading.Lock()
+#: The process the cached databases belong to.
+_shared_pid = os.getpid()
+#: A forked child's inherited databases (see _cached).
+_forked_off: list[duckdb.DuckDBPyConnection] = []
 
 
 def _sandbox(con: duckdb.DuckDBPyConnection, allowed: tuple[str, ...]) -> None:
@@ -186,7 +190,15 @@ def shared_database(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
 
 
 def _cached(allowed: tuple[str, ...]) -> duckdb.DuckDBPyConnection | None:
+    global _shared_pid
     with _shared_lock:
+        if _shared_pid != os.getpid():
+            # A forked child: the parent's DuckDB databases (and their threads) are not its
+            # to use; it starts its own. Theirs are kept, never destroyed here: tearing down
+            # a database whose threads did not survive the fork crashes the child.
+            _forked_off.extend(_shared.values())
+            _shared.clear()
+            _shared_pid = os.getpid()
         con = _shared.get(allowed)
         if con is not None:
             _shared.move_to_end(allowed)

@@ -518,3 +518,31 @@ def test_a_cursor_that_would_print_gets_a_fresh_database(
     monkeypatch.undo()
     shared = run_sql("SELECT count(*) FROM flights", lake.pool, lake)
     assert shared.connection.execute(setting).fetchall() == [(False, True, "UTC")]
+
+
+def _child_count(uri: str, out: Any) -> None:
+    import lake_core.sql.engine as engine
+
+    lake = Lake.open(LakeConfig(uri=uri))
+    inherited = dict(engine._shared)  # the parent's, as the fork copied them
+    found = lake.sql("SELECT count(*) FROM p").fetchall()
+    mine = set(map(id, engine._shared.values()))
+    out.put((found, bool(inherited), mine.isdisjoint(map(id, inherited.values()))))
+
+
+def test_a_forked_child_starts_its_own_databases(tmp_path: Any) -> None:
+    """DuckDB is not fork-safe: a child never uses the databases its parent cached."""
+    import multiprocessing
+
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri))
+    lake.create_pool("p", "day").load(day_rows(0))
+    assert lake.sql("SELECT count(*) FROM p").fetchall() == [(6,)]
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child_count, args=(uri, out))
+    child.start()
+    got = out.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert got == ([(6,)], True, True)
