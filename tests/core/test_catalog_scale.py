@@ -139,13 +139,15 @@ def test_thousands_of_pools_stay_logarithmic_in_node_reads(store: ObjectStore) -
         assert cold().snapshot().state.pool("ns0", "missing") is None
         assert counting.measure()["get node"] == below_root
 
-        # Create one pool: the paths to its key and to its namespace's key are read; its path
-        # is rewritten, plus at most one new node per level for splits.
+        # Create one pool: the paths to its key, to its namespace's key and to the key a view
+        # of the same name would have (a pool and a view never share a name: checked in
+        # apply_action) are read; its path is rewritten, plus at most one new node per level
+        # for splits.
         t = cold().begin()
         t.create_pool(*_pool(size))
         t.commit()
         made = counting.measure()
-        assert made["get node"] <= 2 * below_root
+        assert made["get node"] <= 3 * below_root
         assert below_root <= made["put node"] <= 2 * below_root + 1
         assert made["put root"] == 1
 
