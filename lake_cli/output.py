@@ -131,6 +131,27 @@ def _write_table(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[st
         out.write(line(names, [len(n) for n in names]))
 
 
+def check_writable(output: str | None) -> None:
+    """Fail as one ``error:`` line before any work when ``-o FILE`` cannot be written
+    ("a" neither truncates the file nor needs to read it)."""
+    if output is None:
+        return
+    try:
+        open(output, "ab").close()
+    except OSError as e:
+        raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+
+
+def write_output(reader: pa.RecordBatchReader, fmt: str, output: str | None) -> None:
+    """``lake query``'s records to stdout, or to ``-o FILE`` (text formats opened here,
+    ``parquet`` written by path)."""
+    if output is not None and fmt != "parquet":
+        with open(output, "w", encoding="utf-8", newline="") as f:
+            write_records(reader, fmt, out=f)
+    else:
+        write_records(reader, fmt, path=output)
+
+
 def write_records(
     data: pa.Table | pa.RecordBatchReader | list[dict[str, Any]],
     fmt: str,

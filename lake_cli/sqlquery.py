@@ -10,7 +10,6 @@ import sys
 from datetime import datetime
 
 from lake_cli.context import LakeContext
-from lake_core.errors import UsageError
 
 #: Rows per Arrow batch handed from DuckDB to the writers.
 _BATCH_ROWS = 64 * 1024
@@ -26,15 +25,11 @@ def run_sql_query(
 ) -> None:
     import duckdb
 
-    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_cli.output import check_writable, write_output  # deferred: pyarrow (lake --help)
     from lake_cli.progress import engine_progress
     from lake_core.sql import engine_error, run_sql
 
-    if output is not None:
-        try:  # fail as one line before reading anything; "a" neither truncates nor needs a read
-            open(output, "ab").close()
-        except OSError as e:
-            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    check_writable(output)
     # Progress only for a person watching: a terminal on stderr, not when the records go to
     # that terminal too (they would interleave), never for JSON (read by programs).
     show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
@@ -44,11 +39,7 @@ def run_sql_query(
     try:
         with engine_progress(run.connection.query_progress, show):
             reader = run.relation.to_arrow_reader(_BATCH_ROWS)
-            if output is not None and fmt != "parquet":
-                with open(output, "w", encoding="utf-8", newline="") as f:
-                    write_records(reader, fmt, out=f)
-            else:
-                write_records(reader, fmt, path=output)
+            write_output(reader, fmt, output)
     except duckdb.Error as e:
         raise engine_error(e) from None
     if stats:

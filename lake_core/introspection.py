@@ -390,13 +390,7 @@ def views_table(snapshot: CatalogSnapshot) -> pa.Table:
 def catalog_snapshot(lake: Lake, version: int | None, as_of: datetime | None) -> CatalogSnapshot:
     """The catalog version a lake table reads: ``version``, else the one of ``as_of``, else
     the latest."""
-    if version is not None and as_of is not None:
-        raise UsageError("give a catalog version or a time, not both")
-    if version is not None:
-        return lake.catalog.snapshot(version)
-    if as_of is not None:
-        return lake.catalog.snapshot_as_of(as_of)
-    return lake.catalog.snapshot()
+    return lake.catalog.snapshot_at(version, as_of)
 
 
 def metadata_table(

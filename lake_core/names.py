@@ -49,15 +49,16 @@ class PoolName:
     name: str
 
     @classmethod
-    def parse(cls, text: str) -> PoolName:
-        """``NS.NAME`` or ``NAME`` (namespace ``default``)."""
+    def parse(cls, text: str, what: str = "pool") -> PoolName:
+        """``NS.NAME`` or ``NAME`` (namespace ``default``); ``what`` names the kind of object
+        in errors (views share the rules)."""
         if text.count(".") > 1:
-            raise InvalidNameError(text, "a pool is NAME or NAMESPACE.NAME")
+            raise InvalidNameError(text, f"a {what} is NAME or NAMESPACE.NAME")
         ns, dot, name = text.partition(".")
         if not dot:
             ns, name = DEFAULT_NAMESPACE, text
         try:
-            return cls(validate_name(ns, "namespace"), validate_name(name, "pool name"))
+            return cls(validate_name(ns, "namespace"), validate_name(name, f"{what} name"))
         except InvalidNameError as e:
             # Name what was typed ('.a'), not the part that broke the rule ('').
             raise InvalidNameError(text, e.reason) from None

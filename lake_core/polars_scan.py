@@ -45,7 +45,8 @@ from lake_core.expr import (
     Or,
     may_match,
 )
-from lake_core.expr.ast import CompareOp
+from lake_core.expr.arrow import VALUE_PRUNABLE, type_category
+from lake_core.expr.ast import CompareOp, flip_op
 
 if TYPE_CHECKING:
     import polars as pl
@@ -63,32 +64,8 @@ _COMPARISONS: dict[str, CompareOp] = {
     "Gt": ">",
     "GtEq": ">=",
 }
-_FLIPPED: dict[CompareOp, CompareOp] = {
-    "=": "=",
-    "<>": "<>",
-    "<": ">",
-    ">": "<",
-    "<=": ">=",
-    ">=": "<=",
-}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _INTEGERS = {f"{s}{n}" for s in ("Int", "UInt") for n in (8, 16, 32, 64)}
-
-
-def _category(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "integer"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_date(t):
-        return "date"
-    return "other"
 
 
 def _scalar(node: Any, category: str) -> Literal | None:
@@ -139,8 +116,8 @@ class _Translator:
         name = node["Column"]
         if name not in self.schema.names:
             return None
-        category = _category(self.schema.field(name).type)
-        return (Column((name,)), category) if category != "other" else None
+        category = type_category(self.schema.field(name).type)
+        return (Column((name,)), category) if category in VALUE_PRUNABLE else None
 
     def expr(self, node: Any, positive: bool) -> Expr | None:
         if not isinstance(node, dict):
@@ -168,7 +145,7 @@ class _Translator:
     def comparison(self, op: CompareOp, left: Any, right: Any) -> Expr | None:
         found, other = self.column(left), right
         if found is None:
-            found, other, op = self.column(right), left, _FLIPPED[op]
+            found, other, op = self.column(right), left, flip_op(op)
         if found is None:
             return None
         value = _scalar(other, found[1])

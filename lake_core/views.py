@@ -43,7 +43,6 @@ from lake_core.names import (
     LAKE_TABLES,
     POOL_TABLES,
     PoolName,
-    validate_name,
 )
 
 if TYPE_CHECKING:
@@ -109,15 +108,7 @@ class TableName:
 def parse_view_name(text: str) -> PoolName:
     """``NS.NAME`` or ``NAME`` under the pool-name rules, and without ``$``. Raises
     InvalidNameError."""
-    if text.count(".") > 1:
-        raise InvalidNameError(text, "a view is NAME or NAMESPACE.NAME")
-    ns, dot, name = text.partition(".")
-    if not dot:
-        ns, name = DEFAULT_NAMESPACE, text
-    try:
-        parsed = PoolName(validate_name(ns, "namespace"), validate_name(name, "view name"))
-    except InvalidNameError as e:
-        raise InvalidNameError(text, e.reason) from None
+    parsed = PoolName.parse(text, "view")
     if "$" in text:
         # SQL reads NAME$META as a metadata table: such a view could never be queried.
         raise InvalidNameError(text, "a view name must not contain '$'")

@@ -42,10 +42,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lake_core.errors import PoolNotFoundError, UsageError
+from lake_core.errors import UsageError
 from lake_core.sql.analyze import analyze, table_key
 from lake_core.sql.errors import SqlError
-from lake_core.sql.resolve import PoolTable, Resolved, TableTable, resolve_table
+from lake_core.sql.resolve import (
+    PoolTable,
+    TableTable,
+    pool_schemas,
+    resolve_tables,
+)
 from lake_spark.read import ReadCounters, spark_read
 
 if TYPE_CHECKING:
@@ -178,18 +183,10 @@ class _Planner:
 
         with duckdb.connect() as con:
             analysis = analyze(con, sql)
-        resolved: dict[str, Resolved] = {}
-        for key, ref in analysis.tables.items():
-            try:
-                resolved[key] = resolve_table(ref, self.open_pool, self.lake, self.as_of)
-            except PoolNotFoundError:
-                if key in analysis.cte_names:
-                    continue  # the CTE of that name is what the query reads
-                raise
-        schemas: dict[str, pa.Schema | None] = {
-            k: (r.snapshot.schema if isinstance(r, PoolTable) else None)
-            for k, r in resolved.items()
-        }
+        resolved = resolve_tables(
+            analysis.tables, analysis.cte_names, self.open_pool, self.lake, self.as_of
+        )
+        schemas = pool_schemas(resolved)
         # All schemas at once: an unqualified column binds only to the one table that has it.
         predicates = analysis.predicates(schemas)
         targets: dict[str, str] = {}

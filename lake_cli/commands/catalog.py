@@ -40,16 +40,12 @@ def _listing(
     from lake_core.errors import NotFoundError
     from lake_core.views import list_views
 
-    when = parse_time(as_of)
-    if at_version is not None:
-        snap = lake.catalog.resolve(at_version)
-    elif when is not None:
-        snap = lake.catalog.snapshot_as_of(when)
-    else:
-        try:
-            snap = lake.catalog.snapshot()
-        except NotFoundError:
-            return lake.pools(), []
+    try:
+        snap = lake.catalog.snapshot_at(at_version, parse_time(as_of))
+    except NotFoundError:
+        if at_version is not None or as_of is not None:
+            raise
+        return lake.pools(), []  # no catalog yet
     return CatalogPoolRegistry.list_at(snap), list_views(snap)
 
 

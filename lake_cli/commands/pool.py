@@ -365,7 +365,7 @@ def query(
         raise CommandLineError("lake query needs a SQL query or -p POOL", click.get_current_context())
     import pyarrow as pa  # deferred, as write_records (lake --help)
 
-    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_cli.output import check_writable, write_output  # deferred: pyarrow (lake --help)
     from lake_cli.progress import batch_progress
 
     source, ref = lk.pool_ref(pool)
@@ -373,11 +373,7 @@ def query(
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 or more")
     scan = source.scan(ref, as_of=parse_time(as_of), where=where, columns=names, order=order)
-    if output is not None:
-        try:  # fail as one line before reading anything; "a" neither truncates nor needs a read
-            open(output, "ab").close()
-        except OSError as e:
-            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    check_writable(output)
     batches: Iterator[pa.RecordBatch] = scan.batches()
     if limit is not None:
         batches = _limited(batches, limit)
@@ -386,11 +382,7 @@ def query(
     show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
     with batch_progress(batches, len(scan.objects), lambda: scan.stats.objects_read, show) as shown:
         reader = pa.RecordBatchReader.from_batches(scan.out_schema, shown)
-        if output is not None and fmt != "parquet":
-            with open(output, "w", encoding="utf-8", newline="") as f:
-                write_records(reader, fmt, out=f)
-        else:
-            write_records(reader, fmt, path=output)
+        write_output(reader, fmt, output)
     if stats:
         sys.stderr.write(json.dumps(scan.stats.to_json()) + "\n")
 

@@ -132,14 +132,10 @@ def sql_query(
     _needs_pyspark()
     import pyarrow as pa
 
-    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_cli.output import check_writable, write_output  # deferred: pyarrow (lake --help)
     from lake_spark.sql import spark_sql
 
-    if output is not None:
-        try:  # fail as one line before Spark starts; "a" neither truncates nor needs a read
-            open(output, "ab").close()
-        except OSError as e:
-            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    check_writable(output)  # before Spark starts
     lake = lk.lake()
     with spark_session_for(master, "query", progress_conf(fmt, sys.stderr.isatty())) as spark:
         query = spark_sql(spark, sql, lake.pool, lake, as_of=as_of)
@@ -148,11 +144,6 @@ def sql_query(
             counts = query.stats()
         finally:
             query.close()
-    reader = pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
-    if output is not None and fmt != "parquet":
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            write_records(reader, fmt, out=f)
-    else:
-        write_records(reader, fmt, path=output)
+    write_output(pa.RecordBatchReader.from_batches(table.schema, table.to_batches()), fmt, output)
     if stats:
         sys.stderr.write(json.dumps(counts) + "\n")

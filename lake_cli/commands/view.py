@@ -61,14 +61,7 @@ def view_ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
     from lake_core.views import list_views  # deferred: protobuf (lake --help)
 
-    lake = lk.lake()
-    when = parse_time(as_of)
-    if at_version is not None:
-        snap = lake.catalog.resolve(at_version)
-    elif when is not None:
-        snap = lake.catalog.snapshot_as_of(when)
-    else:
-        snap = lake.catalog.snapshot()
+    snap = lk.lake().catalog.snapshot_at(at_version, parse_time(as_of))
     rows = [
         {
             "name": str(v.name),

@@ -248,6 +248,21 @@ class Catalog:
             raise UsageError(f"invalid catalog version {text}: versions count up from 0")
         return self.snapshot_named(text)
 
+    def snapshot_at(
+        self, version: int | str | None = None, as_of: datetime | None = None
+    ) -> CatalogSnapshot:
+        """The version ``--at-version`` (a number, or an export's name: :meth:`resolve`) or
+        ``--as-of`` names, else the latest. Raises UsageError for both, NotFoundError."""
+        if version is not None and as_of is not None:
+            raise UsageError("give a catalog version or a time, not both")
+        if isinstance(version, int):
+            return self.snapshot(version)
+        if version is not None:
+            return self.resolve(version)
+        if as_of is not None:
+            return self.snapshot_as_of(as_of)
+        return self.snapshot()
+
     def log(self, limit: int | None = None) -> Iterator[CatalogSnapshot]:
         """Versions newest first (root reads batched in parallel)."""
         latest = self.latest_version()

@@ -48,6 +48,7 @@ from lake_core.expr.parser import parse_date, parse_timestamp
 __all__ = [
     "ResolvedColumn",
     "TypeCategory",
+    "VALUE_PRUNABLE",
     "coerce_literal",
     "resolve_column",
     "to_arrow_expression",
@@ -66,6 +67,13 @@ TypeCategory = typing.Literal[
     "null",
     "other",
 ]
+
+#: Categories whose columns a translated predicate (SQL pushdown, a Polars filter) may prune
+#: by a literal's value: the engines and the lake order their values alike. Floating columns
+#: are not among them (NaN: absent from statistics, ordered differently by each engine).
+VALUE_PRUNABLE: frozenset[TypeCategory] = frozenset(
+    {"integer", "decimal", "string", "boolean", "timestamp", "date"}
+)
 
 _COMPARABLE_GROUPS: tuple[frozenset[TypeCategory], ...] = (
     frozenset({"integer", "floating", "decimal"}),

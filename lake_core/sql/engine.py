@@ -32,14 +32,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake_core.errors import PoolNotFoundError, PurgedObjectError
+from lake_core.errors import PurgedObjectError
 from lake_core.expr import Expr, Or
 from lake_core.objects import ObjectMeta
 from lake_core.planning import ReadPlan, open_fragments, plan_read
 from lake_core.purge_records import purged_by
 from lake_core.sql.analyze import Analysis, analyze
 from lake_core.sql.errors import SqlError
-from lake_core.sql.resolve import PoolTable, Resolved, TableTable, ViewTable, resolve_table
+from lake_core.sql.resolve import (
+    PoolTable,
+    Resolved,
+    TableTable,
+    ViewTable,
+    pool_schemas,
+    resolve_tables,
+)
 
 if TYPE_CHECKING:
     import duckdb
@@ -365,21 +372,12 @@ class _Session:
             for key, pairs in current.targets().items():
                 known = self.targets.setdefault(key, [])
                 known.extend(p for p in pairs if p not in known)
-            fresh = {}
-            for key, ref in current.tables.items():
-                if key in resolved:
-                    continue
-                try:
-                    fresh[key] = resolve_table(ref, self.open_pool, self.lake, self.as_of)
-                except PoolNotFoundError:
-                    if key in current.cte_names:
-                        continue  # the CTE of that name is what the query reads
-                    raise
+            unresolved = {k: r for k, r in current.tables.items() if k not in resolved}
+            fresh = resolve_tables(
+                unresolved, current.cte_names, self.open_pool, self.lake, self.as_of
+            )
             resolved.update(fresh)
-            schemas: dict[str, pa.Schema | None] = {
-                k: (r.snapshot.schema if isinstance(r, PoolTable) else None)
-                for k, r in resolved.items()
-            }
+            schemas = pool_schemas(resolved)
             for key, expr in current.predicates(schemas).items():
                 if key not in resolved:
                     continue

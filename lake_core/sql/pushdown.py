@@ -39,7 +39,8 @@ from lake_core.expr import (
     Not,
     Or,
 )
-from lake_core.expr.ast import CompareOp
+from lake_core.expr.arrow import VALUE_PRUNABLE, type_category
+from lake_core.expr.ast import CompareOp, flip_op
 
 __all__ = ["Binder", "translate"]
 
@@ -59,25 +60,6 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?Z?\Z")
 
 
-def _category(field: pa.Field[Any]) -> str:
-    t = field.type
-    if pa.types.is_dictionary(t):
-        t = t.value_type
-    if pa.types.is_integer(t):
-        return "integer"
-    if pa.types.is_decimal(t):
-        return "decimal"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "string"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    if pa.types.is_date(t):
-        return "date"
-    return "other"
-
-
 def _temporal(text: str, category: str) -> date | datetime | None:
     if _DATE.match(text):
         day = date.fromisoformat(text)
@@ -92,7 +74,7 @@ def _temporal(text: str, category: str) -> date | datetime | None:
 def _literal(node: dict[str, Any], field: pa.Field[Any]) -> Literal | None:
     """The constant ``node`` in the lake's terms for a comparison with ``field``, if DuckDB
     compares them the same way (see the module docstring)."""
-    category = _category(field)
+    category = type_category(field.type)
     cast_to = None
     if node.get("type") == "OPERATOR_CAST" and not node.get("try_cast"):
         cast_to = str(node.get("type_expr", {}).get("type_name", "")).upper()
@@ -204,7 +186,7 @@ class _Translator:
             if len(args) != 2:
                 return None
             found = self.column(args[0])
-            if found is None or _category(found[1]) != "string":
+            if found is None or type_category(found[1].type) != "string":
                 return None
             pattern = _literal(args[1], found[1])
             if pattern is None or not isinstance(pattern.value, str) or "\\" in pattern.value:
@@ -219,17 +201,9 @@ class _Translator:
             found, other = self.column(right), left
             if found is None:
                 return None
-            flipped: dict[CompareOp, CompareOp] = {
-                "=": "=",
-                "<>": "<>",
-                "<": ">",
-                ">": "<",
-                "<=": ">=",
-                ">=": "<=",
-            }
-            op = flipped[op]
+            op = flip_op(op)
         col, field = found
-        if _category(field) == "other":
+        if type_category(field.type) not in VALUE_PRUNABLE:
             return None
         value = _literal(other, field)
         if value is None:

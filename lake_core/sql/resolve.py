@@ -14,7 +14,7 @@ an unknown name is ``pool not found``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -39,7 +39,9 @@ __all__ = [
     "Resolved",
     "TableTable",
     "ViewTable",
+    "pool_schemas",
     "resolve_table",
+    "resolve_tables",
 ]
 
 
@@ -126,6 +128,31 @@ def resolve_table(
         return TableTable(make(MetaRequest(lake, pool, name, as_of)))
     commit_id = pool.resolve(name.ref, as_of)
     return PoolTable(pool, commit_id, pool.snapshot(commit_id))
+
+
+def resolve_tables(
+    tables: Mapping[str, TableRef],
+    cte_names: Collection[str],
+    open_pool: PoolOpener,
+    lake: Lake | None,
+    as_of: datetime | None,
+) -> dict[str, Resolved]:
+    """:func:`resolve_table` for each of a query's table names. A name that is no pool but a
+    CTE of the query is left out: the CTE is what the query reads."""
+    resolved: dict[str, Resolved] = {}
+    for key, ref in tables.items():
+        try:
+            resolved[key] = resolve_table(ref, open_pool, lake, as_of)
+        except PoolNotFoundError:
+            if key not in cte_names:
+                raise
+    return resolved
+
+
+def pool_schemas(resolved: Mapping[str, Resolved]) -> dict[str, pa.Schema | None]:
+    """Each resolved name's pool schema (None for metadata tables and views): what the
+    predicate extraction binds unqualified columns with."""
+    return {k: (r.snapshot.schema if isinstance(r, PoolTable) else None) for k, r in resolved.items()}
 
 
 def _known(kinds: Mapping[str, object]) -> str:

@@ -221,20 +221,14 @@ class LocalObjectStore(ObjectStore):
             tmp = self._write_temp(key, data, sync=False)
         except OSError as e:
             raise self._failed(key, e) from e
-        try:
-            if exclusive:
-                try:
-                    os.link(tmp, path)
-                finally:
-                    _unlink_quietly(tmp)
-            else:
+        if exclusive:
+            self._link(key, tmp, path)
+        else:
+            try:
                 os.replace(tmp, path)
-        except FileExistsError:
-            raise ObjectExistsError(key) from None
-        except OSError as e:
-            if e.errno == errno.EEXIST:
-                raise ObjectExistsError(key) from None
-            raise self._failed(key, e) from e
+            except OSError as e:
+                _unlink_quietly(tmp)
+                raise self._failed(key, e) from e
         batch.files.append(path)
         batch.dirs.add(path.rpartition("/")[0])
 
@@ -261,12 +255,10 @@ class LocalObjectStore(ObjectStore):
             raise self._failed(key, e) from e
         self._link_temp(key, tmp)
 
-    def _link_temp(self, key: str, tmp: str) -> None:
-        """Link the durable temp file ``tmp`` to ``key`` (EEXIST: ObjectExistsError), remove
-        the temp name, fsync the directory."""
-        path = self._file(key)
+    def _link(self, key: str, tmp: str, path: str) -> None:
+        """Give the temp file ``tmp`` the name ``path`` unless it exists (ObjectExistsError),
+        then drop the temp name. link() is the atomic conditional create."""
         try:
-            # link() is the atomic conditional create: EEXIST if anyone got there first.
             os.link(tmp, path)
         except FileExistsError:
             raise ObjectExistsError(key) from None
@@ -276,6 +268,12 @@ class LocalObjectStore(ObjectStore):
             raise self._failed(key, e) from e
         finally:
             _unlink_quietly(tmp)
+
+    def _link_temp(self, key: str, tmp: str) -> None:
+        """Link the durable temp file ``tmp`` to ``key`` (EEXIST: ObjectExistsError), remove
+        the temp name, fsync the directory."""
+        path = self._file(key)
+        self._link(key, tmp, path)
         parent = path.rpartition("/")[0]
         try:
             self._fsync_dir(parent)
