@@ -8,16 +8,14 @@ import time
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
-import pytest
 
 from lake_core import Lake
 from lake_core.loading import load
 from lake_core.planning import ReadStats
 from lake_core.polars_scan import lake_predicate
 from lake_core.pool import Pool
-
-pl = pytest.importorskip("polars")
 
 DAY0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,7 +15,6 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark(s3_endpoint: str) -> Iterator[Any]:
-    pytest.importorskip("pyspark")
     from lake_spark.session import SparkSettings, spark_session
 
     session = spark_session(SparkSettings.resolve("local[2]", app_name="lakepool-tests"))

@@ -43,8 +43,6 @@ from lake_spark.read import spark_read
 from lake_spark.session import SparkSettings, executor_env, session_conf
 from tests.lakecheck import assert_objects_intact
 
-pyspark = pytest.importorskip("pyspark")
-
 pytestmark = pytest.mark.slow
 
 

@@ -24,13 +24,12 @@ from typing import Any
 
 import boto3
 import pyarrow as pa
+import pyspark
 import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.loading import load
 from lake_core.maintenance import compact
-
-pyspark = pytest.importorskip("pyspark")
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,6 @@ from lake_core.loading import load
 from lake_core.sql import SqlError, SqlRefusedError, SqlSyntaxError, run_sql
 from lake_spark.sql import rewrite, spark_sql
 
-pytest.importorskip("pyspark")
-
 pytestmark = pytest.mark.slow
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
