@@ -55,6 +55,19 @@ class Recorder:
             self.events.clear()
 
 
+def record_gets(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys the local store reads from now on, in order."""
+    reads: list[str] = []
+    real_get = LocalObjectStore.get
+
+    def get(self: LocalObjectStore, key: str) -> bytes:
+        reads.append(key)
+        return real_get(self, key)
+
+    monkeypatch.setattr(LocalObjectStore, "get", get)
+    return reads
+
+
 def _load(pool: Any, i: int) -> Any:
     return pool.load(rows_for(0, i, n=10))
 
@@ -112,14 +125,7 @@ def test_a_second_commit_rereads_nothing_this_process_wrote(
     pool = lake.create_pool("p", "ts:asc")
     for i in range(3):
         _load(pool, i)
-    reads: list[str] = []
-    real_get = LocalObjectStore.get
-
-    def get(self: LocalObjectStore, key: str) -> bytes:
-        reads.append(key)
-        return real_get(self, key)
-
-    monkeypatch.setattr(LocalObjectStore, "get", get)
+    reads = record_gets(monkeypatch)
     for i in range(3, 40):  # across a cached snapshot (every 32nd commit)
         reads.clear()
         _load(pool, i)
@@ -212,14 +218,7 @@ def test_a_handle_far_behind_reads_head_instead_of_every_entry_it_missed(
     _load(stale, 1)
     for i in range(2, 102):
         _load(writer, i)
-    reads: list[str] = []
-    real_get = LocalObjectStore.get
-
-    def get(self: LocalObjectStore, key: str) -> bytes:
-        reads.append(key)
-        return real_get(self, key)
-
-    monkeypatch.setattr(LocalObjectStore, "get", get)
+    reads = record_gets(monkeypatch)
     landed = _load(stale, 999)
     entries = [k for k in reads if k.endswith(".json") and "/branches/" in k]
     # The walk limit, HEAD's entry and the probes past it (HEAD is rewritten every
