@@ -7,7 +7,8 @@ The steps (see docs/architecture.md, "The commit protocol"):
 2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent).
 3. :func:`plan_commit` — pure — checks the request against the parent's snapshot: deleting an
    object that is no longer live is a conflict; adds never conflict; the incoming schema must
-   unify with the pool's. It returns the commit object, which is written under a fresh KSUID
+   unify with the pool's; an upsert's request (``keys``) conflicts with a live object it did
+   not read whose key span meets its keys (:func:`check_unread`). It returns the commit object, which is written under a fresh KSUID
    (and, every :data:`~lake_core.commit.SNAPSHOT_INTERVAL` commits, its cached snapshot first).
 4. Append journal entry N+1 moving the branch to the new commit, with put-if-missing. Winning
    that put is the commit point. Losing it means someone else appended N+1: re-read, re-plan
@@ -42,6 +43,7 @@ import pyarrow as pa
 from lake_core.commit import SNAPSHOT_INTERVAL, Add, Commit, Delete
 from lake_core.errors import (
     BranchNotFoundError,
+    CommitConflictError,
     CommitStateUnknownError,
     CorruptObjectError,
     DurabilityUnknownError,
@@ -54,6 +56,7 @@ from lake_core.errors import (
 from lake_core.ids import new_id
 from lake_core.ingest.schema import unify_schema
 from lake_core.journal import JournalEntry
+from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_new_columns
 from lake_core.snapshot import Snapshot, apply_commit, check_actions
@@ -78,7 +81,12 @@ class CommitRequest:
     the commit lands on, so a concurrent load's new column is never dropped. ``txns``: the
     application transactions it lands (:mod:`lake_core.txn`), recorded in its fields.
     ``carried_txns``: transactions another branch recorded that this commit brings over (a
-    merge): never refused, recorded only where they are above the parent's version."""
+    merge): never refused, recorded only where they are above the parent's version.
+
+    ``keys`` and ``read_ids`` (an upsert, :mod:`lake_core.upsert`): the keys the request
+    changes and the objects its plan read. The request applies only to a parent where every
+    live object whose key span meets ``keys`` is one of ``read_ids`` (:func:`check_unread`):
+    otherwise rows with those keys may sit in an object the plan never saw."""
 
     branch: str
     adds: tuple[ObjectMeta, ...] = ()
@@ -92,6 +100,8 @@ class CommitRequest:
     prune_columns: bool = False
     txns: tuple[Txn, ...] = ()
     carried_txns: tuple[Txn, ...] = ()
+    keys: KeySet | None = None
+    read_ids: frozenset[str] = frozenset()
 
     @property
     def empty(self) -> bool:
@@ -112,7 +122,8 @@ def plan_commit(
     """The commit ``request`` makes on top of ``parent`` (the snapshot of ``parent_commit``,
     None for an empty branch). Pure: no I/O; the id and date are given.
 
-    Raises CommitConflictError (a deleted object is no longer live, an added one already is),
+    Raises CommitConflictError (a deleted object is no longer live, an added one already is,
+    an upsert's keys meet a live object its plan did not read),
     TxnCommittedError (one of its application transactions is recorded already),
     SchemaConflictError and SchemaModeError: whatever makes the request not apply to this
     parent. The commit caches its snapshot (``has_snapshot``) every SNAPSHOT_INTERVAL commits;
@@ -120,6 +131,8 @@ def plan_commit(
     opening it costs a bounded number of reads."""
     adds, deletes = request.adds, request.deletes
     check_actions(parent, [o.id for o in adds], deletes)
+    if request.keys is not None:
+        check_unread(parent, request.keys, request.read_ids)
     # Against the parent this attempt lands on: a racing writer of the same transaction that
     # won the append is seen here on the retry, and this one commits nothing.
     check_txns(parent.txns, request.txns)
@@ -182,6 +195,21 @@ def plan_commit(
             "rows": rows,
         },
     )
+
+
+def check_unread(parent: Snapshot, keys: KeySet, read_ids: frozenset[str]) -> None:
+    """Raise CommitConflictError when a live object of ``parent`` that is not in
+    ``read_ids`` has a key span meeting ``keys``: a commit that landed after the upsert
+    planned added rows it may replace, so the upsert must re-plan. Objects it read and does not
+    delete hold none of the keys (they are immutable), so whether they are still live does not
+    matter; the ones it deletes are checked by :func:`~lake_core.snapshot.check_actions`."""
+    if not keys:
+        return
+    for obj in parent.objects.values():
+        if obj.id not in read_ids and keys.meets(obj):
+            raise CommitConflictError(
+                f"object {obj.id}, committed after this upsert planned, holds keys it changes"
+            )
 
 
 def commit(
@@ -380,6 +408,7 @@ def discarding_on_failure(pool: Pool, objects: Sequence[ObjectMeta]) -> Iterator
 
 __all__ = [
     "CommitRequest",
+    "check_unread",
     "commit",
     "discard_objects",
     "discarding_on_failure",

@@ -92,10 +92,12 @@ class Lake:
         partition_by: str | None = None,
         schema_mode: str = "merge",
         txn_retention: timedelta | None = DEFAULT_TXN_RETENTION,
+        unique: bool = False,
     ) -> Pool:
         """A new pool with branch ``main``. ``schema_mode``: ``merge`` or ``strict`` (see
         :mod:`lake_core.schema_mode`). ``txn_retention``: how long recorded application
-        transactions are remembered (None: forever; :mod:`lake_core.txn`). Raises
+        transactions are remembered (None: forever; :mod:`lake_core.txn`). ``unique``: rows
+        are unique by the pool key, every load upserts (:mod:`lake_core.upsert`). Raises
         AlreadyExistsError, InvalidNameError, UsageError."""
         from lake_core.schema_mode import validate_schema_mode
 
@@ -116,6 +118,7 @@ class Lake:
             created=self.config.clock.now(),
             schema_mode=schema_mode,
             txn_retention=txn_retention,
+            unique=unique,
         )
         try:
             self.registry.get(pool_name)

@@ -19,7 +19,7 @@ from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.commit import Commit, decode_schema, encode_schema
 from lake_core.committing import discarding_on_failure
-from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError
+from lake_core.errors import EmptyTransactionError, NotFoundError, ObjectNotFoundError, UsageError
 from lake_core.ids import new_id
 from lake_core.inflight import check_write_window, write_window_guard
 from lake_core.ingest import conform_to, normalize_table, read_input, unify_schema
@@ -56,6 +56,11 @@ def _source_name(src: Source, i: int) -> str:
     if isinstance(src, (str, Path)):
         return "stdin" if str(src) == "-" else str(src)
     return getattr(src, "name", None) or f"stream #{i + 1}"
+
+
+def source_names(sources: Sequence[Source]) -> str:
+    """The inputs as messages name them: paths, ``stdin``, ``table #N``."""
+    return ", ".join(_source_name(s, i) for i, s in enumerate(sources))
 
 
 def read_sources(
@@ -114,7 +119,7 @@ def write_sources(
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")
     # Schema-mode checks before any object is written: a refused load leaves nothing behind.
-    names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
+    names = source_names(sources)
     mode = pool.config.schema_mode
     check_new_columns(mode, pool.name, base, table.schema, names)
     check_key_present(mode, pool.name, pool.config.key, table, names)
@@ -163,7 +168,7 @@ def load(
     # commit object, in one round before its commit point (docs/architecture.md).
     batch = SyncBatch()
     objects, schema = write_sources(pool, sources, branch, fmt, on_object, batch)
-    names = ", ".join(_source_name(s, i) for i, s in enumerate(sources))
+    names = source_names(sources)
     with discarding_on_failure(pool, objects):
         return pool.commit(
             branch,
@@ -181,12 +186,27 @@ def load(
         )
 
 
+def check_stageable(pool: Pool) -> None:
+    """Raise UsageError for a unique pool: its rows are unique by the pool key, which only
+    an upsert keeps (``lake load`` and ``lake upsert`` do; ``add``/``commit`` would not)."""
+    if pool.config.unique:
+        raise UsageError(
+            f"pool {pool.name} is unique (rows unique by {pool.config.key}): staging is not "
+            "supported; use lake load or lake upsert, which replace rows by key"
+        )
+
+
 def stage(
     pool: Pool, sources: Sequence[Source], branch: str = MAIN, *, fmt: str = "auto"
 ) -> Staged:
     """Write objects and record them as staged work (``lake add``). The staging document must
     land within the write window (see :mod:`lake_core.inflight`): until it does, cleanup knows
-    the objects only by their age."""
+    the objects only by their age.
+
+    A unique pool refuses staging (UsageError, nothing written): a commit of staged objects
+    could not replace rows by key without reading what it stages, so its loads upsert
+    instead (:func:`check_stageable`)."""
+    check_stageable(pool)
     started = pool.clock.now()
     batch = SyncBatch()  # made durable with the staging document, which names the objects
     objects, schema = write_sources(pool, sources, branch, fmt, batch=batch)
@@ -248,7 +268,9 @@ def commit_staged(
     message: str = "",
     meta: Any = None,
 ) -> Commit:
-    """Commit several staged ids in one commit, then forget them."""
+    """Commit several staged ids in one commit, then forget them. A unique pool refuses
+    (UsageError, see :func:`check_stageable`)."""
+    check_stageable(pool)
     staged = [read_staged(pool, s) for s in staged_ids]
     objects = [o for s in staged for o in s.objects]
     schema: pa.Schema | None = None

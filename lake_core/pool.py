@@ -41,6 +41,7 @@ from lake_core.errors import (
 )
 from lake_core.ids import is_ksuid, ksuid_time
 from lake_core.journal import Journal, JournalEntry
+from lake_core.keyset import KeySet
 from lake_core.layout import PoolLayout
 from lake_core.names import MAIN, TAIL_PREFIX, VACATED, validate_name
 from lake_core.objects import ObjectMeta
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from lake_core.maintenance.policy import CompactionRun
     from lake_core.planning import ReadStats
     from lake_core.scan import Scan
+    from lake_core.upsert import UpsertResult
 
 __all__ = ["MAIN", "TAIL_PREFIX", "VACATED", "Pool"]
 
@@ -519,6 +521,8 @@ class Pool:
         carried_txns: Sequence[Txn] = (),
         durable_first: SyncBatch | None = None,
         group: bool = False,
+        keys: KeySet | None = None,
+        read_ids: Sequence[str] = (),
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
@@ -530,7 +534,10 @@ class Pool:
         the parent's versions, never refused. ``durable_first``: the batch ``adds`` were
         written into without fsync (:meth:`ObjectStore.deferring`), made durable before the
         commit point. ``group``: may share one commit with other threads' requests
-        (:meth:`group_committer`); the returned commit then holds theirs too."""
+        (:meth:`group_committer`); the returned commit then holds theirs too. ``keys`` and
+        ``read_ids``: an upsert's changed keys and the objects its plan read; the commit
+        conflicts with a live object it did not read that meets the keys
+        (:func:`lake_core.committing.check_unread`). Never grouped."""
         request = CommitRequest(
             branch,
             tuple(adds),
@@ -544,8 +551,10 @@ class Pool:
             prune_columns,
             as_txns(txn),
             tuple(carried_txns),
+            keys,
+            frozenset(read_ids),
         )
-        if group:
+        if group and keys is None:
             return self.group_committer().commit(request, guard, durable_first)
         return run_commit(self, request, guard, durable_first)
 
@@ -638,7 +647,24 @@ class Pool:
         committed, when one is in already (:mod:`lake_core.txn`). ``group``: concurrent
         loads from other threads of this process may land in the same commit (group commit,
         :mod:`lake_core.grouping`): the returned commit holds this load's objects, and maybe
-        theirs; every caller still gets its own outcome."""
+        theirs; every caller still gets its own outcome.
+
+        A unique pool (``PoolConfig.unique``) upserts instead (:meth:`upsert`): the returned
+        commit records the counts in ``extra["upsert"]``; ``group`` is ignored there (an
+        upsert commits alone)."""
+        if self.config.unique:
+            result = self.upsert(
+                sources,
+                branch,
+                fmt=fmt,
+                author=author,
+                message=message,
+                meta=meta,
+                txn=txn,
+                on_object=on_object,
+            )
+            assert result.commit is not None  # without delete_when every row is written
+            return result.commit
         from lake_core.loading import load
 
         return load(
@@ -652,6 +678,39 @@ class Pool:
             on_object=on_object,
             txn=txn,
             group=group,
+        )
+
+    def upsert(
+        self,
+        sources: Source | Sequence[Source],
+        branch: str = MAIN,
+        *,
+        fmt: str = "auto",
+        delete_when: str | None = None,
+        author: str | None = None,
+        message: str = "",
+        meta: Any = None,
+        txn: Txn | Sequence[Txn] | None = None,
+        on_object: Callable[[ObjectMeta], None] | None = None,
+    ) -> UpsertResult:
+        """Upsert ``sources`` into ``branch`` in one commit: a row whose pool key is live
+        replaces it, new keys are inserted, rows matching ``delete_when`` (a SQL boolean over
+        the input) delete their key; the last row per key in input order wins; null keys
+        never match and are inserted. Only objects whose key span meets an incoming key are
+        read. ``.commit`` is None when nothing changes (:func:`lake_core.upsert.upsert`)."""
+        from lake_core.upsert import upsert
+
+        return upsert(
+            self,
+            _sources(sources),
+            branch,
+            fmt=fmt,
+            delete_when=delete_when,
+            author=author,
+            message=message,
+            meta=meta,
+            txn=txn,
+            on_object=on_object,
         )
 
     def add(

@@ -35,6 +35,8 @@ class PoolConfig:
     #: How long recorded application transactions are remembered (None: forever; see
     #: :mod:`lake_core.txn`, "Expiry").
     txn_retention: timedelta | None = DEFAULT_TXN_RETENTION
+    #: Rows are unique by the pool key: every load upserts (:mod:`lake_core.upsert`).
+    unique: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class PoolConfig:
             "created": to_iso(self.created) if self.created else None,
             "schema_mode": self.schema_mode,
             "txn_retention_seconds": retention_seconds(self.txn_retention),
+            "unique": self.unique,
         }
 
     @classmethod
@@ -67,6 +70,7 @@ class PoolConfig:
                 if "txn_retention_seconds" in d
                 else DEFAULT_TXN_RETENTION
             ),
+            unique=bool(d.get("unique", False)),
         )
 
 

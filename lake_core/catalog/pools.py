@@ -5,7 +5,8 @@ its namespace is created on first use. Its settings are its ``TableDef`` and rou
 exactly: id, key fields and order, target size, seek stride, partitioning, creation time
 (microseconds), layout, the schema mode (property ``schema_mode``; absent in pools made
 before schema modes, which read as ``merge``) and the transaction retention (property
-``txn_retention_seconds``, whole seconds or ``never``; absent: the default, 30 days).
+``txn_retention_seconds``, whole seconds or ``never``; absent: the default, 30 days), and
+uniqueness (property ``unique`` = ``true``; absent: not unique).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ POOL_FORMAT_VERSION = 1
 DEFAULT_LAYOUT = "sorted"
 SCHEMA_MODE = "schema_mode"
 TXN_RETENTION = "txn_retention_seconds"
+UNIQUE = "unique"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
 
@@ -63,6 +65,8 @@ def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
     if config.txn_retention != DEFAULT_TXN_RETENTION:
         seconds = retention_seconds(config.txn_retention)
         definition.properties[TXN_RETENTION] = "never" if seconds is None else str(seconds)
+    if config.unique:
+        definition.properties[UNIQUE] = "true"
     return definition
 
 
@@ -90,6 +94,7 @@ def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConf
             if TXN_RETENTION in definition.properties
             else DEFAULT_TXN_RETENTION
         ),
+        unique=definition.properties.get(UNIQUE) == "true",
     )
 
 

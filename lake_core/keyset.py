@@ -1,0 +1,113 @@
+"""The keys an upsert changes, and the one overlap test its planning and its validation share.
+
+A :class:`KeySet` holds the distinct keys of an upsert's input that can match a row: keys
+with a null in any key field never match (SQL equality), so they are left out. Each key is a
+tuple with one value per key field, encoded as object bounds are (:func:`lake_core.stats.
+encode_value`: timestamps as integer microseconds, dates as days), sorted ascending.
+
+An object *meets* the set when its key span ``[min, max]`` (ascending terms, nulls ignored:
+:mod:`lake_core.objects`) contains one of the keys. Invariant (soundness): an object holding
+a row whose key is in the set always meets it; meeting is allowed to be a false positive (the
+span only bounds the object's keys), never a false negative. So anything that cannot be
+compared — a key type the stats do not encode (decimals, binary), bounds of another type or
+length — counts as meeting: the object is read, never wrongly skipped.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lake_core.objects import ObjectMeta
+from lake_core.stats import encode_value
+
+
+def _encoded(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> list[Any]:
+    """The column's values encoded as object bounds are; None for null (or unencodable)."""
+    t = column.type
+    raw = column.to_pylist()
+    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return raw  # their own encoding: skip the per-value call
+    return [None if v is None else encode_value(t, v) for v in raw]
+
+
+@dataclass(frozen=True)
+class KeySet:
+    """Sorted distinct encoded keys (see the module docstring). ``opaque``: some key could not
+    be encoded or ordered, so every object with a non-null key meets the set."""
+
+    keys: tuple[tuple[Any, ...], ...] = ()
+    width: int = 1
+    opaque: bool = False
+
+    @classmethod
+    def of_columns(cls, columns: Sequence[pa.ChunkedArray[Any] | pa.Array[Any]]) -> KeySet:
+        """The set of the rows' keys; ``columns``: one per key field, in key order."""
+        if not columns:
+            return cls()
+        width = len(columns)
+        valid = [pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in columns]
+        nulls = [[v is None for v in c.to_pylist()] for c in valid]
+        encoded = [_encoded(c) for c in valid]
+        opaque = False
+        keys: set[tuple[Any, ...]] = set()
+        for i, key in enumerate(zip(*encoded, strict=True)):
+            if any(n[i] for n in nulls):
+                continue  # a null key field: never matches a row
+            if any(v is None for v in key):
+                opaque = True  # a value the stats cannot encode
+                continue
+            keys.add(key)
+        try:
+            ordered = tuple(sorted(keys))
+        except TypeError:
+            ordered, opaque = tuple(keys), True
+        return cls(ordered, width, opaque)
+
+    @classmethod
+    def of_table(cls, table: pa.Table, fields: Iterable[str]) -> KeySet:
+        """The set of ``table``'s keys over ``fields`` (a field it lacks is null: no key)."""
+        names = list(fields)
+        if any(f not in table.schema.names for f in names):
+            return cls((), len(names))
+        return cls.of_columns([table.column(f) for f in names])
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys) or self.opaque
+
+    def spans(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> bool:
+        """Whether the closed span ``[lo, hi]`` (ascending terms) contains one of the keys."""
+        if lo is None or hi is None:
+            return False  # the object's first key field is null in every row: no key matches
+        if self.opaque:
+            return True
+        if not self.keys:
+            return False
+        if len(lo) != self.width or len(hi) != self.width:
+            return True  # bounds of another key shape: not comparable, so read it
+        try:
+            i = bisect_left(self.keys, tuple(lo))
+            return i < len(self.keys) and not tuple(hi) < self.keys[i]
+        except TypeError:
+            return True
+
+    def meets(self, obj: ObjectMeta) -> bool:
+        """Whether ``obj``'s key span contains one of the keys (see the module docstring)."""
+        return self.spans(obj.min, obj.max)
+
+    @property
+    def bounds(self) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+        """(smallest, largest) key, or None when empty or opaque."""
+        if self.opaque or not self.keys:
+            return None
+        return self.keys[0], self.keys[-1]
+
+
+__all__ = ["KeySet"]

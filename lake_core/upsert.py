@@ -1,0 +1,540 @@
+"""Upserts: rows replace the live rows with their pool key, new keys are inserted, and
+``delete_when`` rows delete their key — in one atomic commit (seed 001, "Relational Model").
+
+Semantics. The pool key identifies a row. An incoming row whose key is live replaces every live
+row with that key (the last commit wins); duplicate keys inside one upsert: the last row in
+input order wins, and if that row matches ``delete_when`` the key is deleted (a change feed's
+insert-then-delete deletes, its delete-then-insert inserts). A row matching ``delete_when`` is
+never inserted. A key with a null in any key field never matches anything (SQL equality): such
+rows are all inserted, and as delete rows they delete nothing.
+
+The algorithm (docs/architecture.md, "Upserts"):
+
+1. :func:`prepare` reads and normalizes the input as a load does (schema union and conflicts,
+   schema-mode checks: an error changes nothing), evaluates ``delete_when`` over it, and keeps
+   the last row per key.
+2. :func:`plan_upsert` plans on the branch tip: the targets are the live objects whose key
+   span contains an incoming key (:func:`plan_targets`); only they are read. Each is
+   merge-joined with the incoming keys (a hash join on the key columns); a target no incoming
+   key matches is left as it is. A matched target is deleted and its other rows are written
+   again, with the incoming rows of its partition, as new sorted objects.
+3. :func:`commit_upsert` commits the adds and deletes in one commit that records the keys and
+   the objects the plan read. The commit protocol refuses it (CommitConflictError) on a parent
+   where an object it deletes is gone, or where a live object it did not read meets its keys
+   (:func:`lake_core.committing.check_unread`); :func:`upsert` then removes what it wrote and
+   re-plans from the new tip, within the lake's retry budget.
+
+Why that gives a serial history: the commit lands on some parent P. Every row of P with an
+incoming key lies in an object whose span meets the keys; the validation proved each such
+object is one the plan read, and the ones holding a matching row are the ones the commit
+deletes (still live in P, or the commit is refused). So the commit is exactly the upsert
+applied to P, whatever landed between planning and committing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lake_core.commit import Commit
+from lake_core.committing import discarding_on_failure
+from lake_core.errors import (
+    CatalogConflictError,
+    CommitConflictError,
+    EmptyTransactionError,
+    RetriesExhaustedError,
+    UsageError,
+    WriteWindowExpiredError,
+)
+from lake_core.expr import parse_predicate, to_arrow_expression
+from lake_core.inflight import write_window_guard
+from lake_core.ingest import conform_to, unify_schema
+from lake_core.integrity import read_verified
+from lake_core.keyset import KeySet
+from lake_core.loading import Source, read_sources, source_names
+from lake_core.names import MAIN
+from lake_core.objects import ObjectMeta
+from lake_core.poolkey import PoolKey
+from lake_core.schema_mode import check_key_present, check_new_columns
+from lake_core.snapshot import Snapshot
+from lake_core.stores.base import SyncBatch
+from lake_core.txn import Txn, as_txns, check_txns
+from lake_core.writer import WriteOptions, write_objects
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool  # Pool.upsert delegates here: no import back at run time
+
+#: Commit ``extra`` field holding an upsert's counts.
+UPSERT_FIELD = "upsert"
+
+_POS = "__lakepool_pos__"
+_ROW = "__lakepool_row__"
+_DEL = "__lakepool_del__"
+
+
+def _key_name(i: int) -> str:
+    return f"__lakepool_k{i}__"
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    """What one upsert did. The object counters are those of the attempt that committed."""
+
+    commit: Commit | None  # None only when the upsert changes nothing
+    inserted: int  # rows whose key was not live before
+    updated: int  # live rows replaced by an incoming row with the same key
+    deleted: int  # live rows removed by delete_when rows
+    objects_read: int  # live objects read because their key range meets an incoming key
+    objects_skipped: int  # live objects not read
+    objects_rewritten: int  # objects the commit deletes (replaced by rewritten ones)
+    bytes_rewritten: int  # stored bytes of those objects
+    bytes_written: int  # stored bytes of the objects the commit adds
+    attempts: int  # planning attempts (1 + re-plans after racing commits)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit.id if self.commit is not None else None,
+            "inserted": self.inserted,
+            "updated": self.updated,
+            "deleted": self.deleted,
+            "objects_read": self.objects_read,
+            "objects_skipped": self.objects_skipped,
+            "objects_rewritten": self.objects_rewritten,
+            "bytes_rewritten": self.bytes_rewritten,
+            "bytes_written": self.bytes_written,
+            "attempts": self.attempts,
+        }
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """An upsert's input, normalized by :func:`prepare`: ``table`` holds the last row per key
+    in input order (every row whose key has a null field), ``delete`` says per row of it
+    whether it deletes its key, ``keys`` is the set of its matchable keys."""
+
+    table: pa.Table
+    delete: np.ndarray[Any, np.dtype[np.bool_]]
+    keys: KeySet
+    source: str
+
+    @property
+    def rows(self) -> pa.Table:
+        """The rows the upsert writes (delete rows left out)."""
+        return self.table.filter(pa.array(~self.delete))
+
+
+def key_table(table: pa.Table, key: PoolKey) -> pa.Table:
+    """``table``'s key columns, named ``__lakepool_k<i>__`` (a field it lacks is all null)."""
+    columns = key.key_columns(table)
+    return pa.Table.from_arrays(columns, names=[_key_name(i) for i in range(len(columns))])
+
+
+def _valid(keys: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per row: every key field is non-null (a key that can match)."""
+    mask = np.ones(keys.num_rows, dtype=bool)
+    for column in keys.columns:
+        if column.null_count:
+            mask &= pc.is_valid(column).to_numpy(zero_copy_only=False)
+    return mask
+
+
+def last_per_key(table: pa.Table, key: PoolKey) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """Ascending positions of the rows to keep: per key, the last row in input order, and
+    every row whose key has a null field (such keys never match, so never collapse)."""
+    keys = key_table(table, key)
+    positions = np.arange(table.num_rows, dtype=np.int64)
+    valid = _valid(keys)
+    keyed = keys.filter(pa.array(valid)).append_column(_POS, pa.array(positions[valid]))
+    if keyed.num_rows == 0:
+        return positions
+    try:
+        last = keyed.group_by(keys.column_names, use_threads=False).aggregate([(_POS, "max")])
+    except pa.ArrowNotImplementedError as e:
+        types = ", ".join(str(c.type) for c in keys.columns)
+        raise UsageError(f"an upsert cannot match keys of type {types}: {e}") from None
+    kept = np.concatenate(
+        [last.column(f"{_POS}_max").to_numpy(), positions[~valid]]
+    ).astype(np.int64)
+    kept.sort()
+    return kept
+
+
+def prepare(
+    pool: Pool,
+    sources: Sequence[Source],
+    base_schema: pa.Schema | None,
+    *,
+    fmt: str = "auto",
+    delete_when: str | None = None,
+) -> Incoming:
+    """Read ``sources`` against the branch's schema ``base_schema`` as a load does (raising
+    SchemaConflictError, SchemaModeError, MissingKeyError, EmptyTransactionError for no
+    records), evaluate ``delete_when`` over the input rows (ExpressionError when it does not
+    apply to them) and keep the last row per key. Writes nothing."""
+    table, _ = read_sources(sources, fmt, base_schema)
+    if table.num_rows == 0:
+        raise EmptyTransactionError("no records in the input")
+    names = source_names(sources)
+    mode = pool.config.schema_mode
+    check_new_columns(mode, pool.name, base_schema, table.schema, names)
+    check_key_present(mode, pool.name, pool.config.key, table, names)
+    pool.config.key.check_types(table.schema)
+    delete = np.zeros(table.num_rows, dtype=bool)
+    if delete_when is not None:
+        predicate = to_arrow_expression(parse_predicate(delete_when), table.schema)
+        positions = pa.array(np.arange(table.num_rows, dtype=np.int64))
+        hits = table.append_column(_POS, positions).filter(predicate).column(_POS)
+        delete[hits.to_numpy()] = True
+    kept = last_per_key(table, pool.config.key)
+    if len(kept) < table.num_rows:
+        table, delete = table.take(pa.array(kept)), delete[kept]
+    keys = KeySet.of_columns(pool.config.key.key_columns(table))
+    return Incoming(table, delete, keys, names)
+
+
+def plan_targets(
+    snapshot: Snapshot, key: PoolKey, incoming_keys: KeySet | pa.Table
+) -> list[ObjectMeta]:
+    """The live objects of ``snapshot`` whose key span contains an incoming key (a
+    :class:`~lake_core.keyset.KeySet`, or a table whose key columns are read), in snapshot
+    order: the only objects an upsert of those keys reads. Pure."""
+    keys = (
+        incoming_keys
+        if isinstance(incoming_keys, KeySet)
+        else KeySet.of_columns(key.key_columns(incoming_keys))
+    )
+    if not keys:
+        return []
+    return [o for o in snapshot.objects.values() if keys.meets(o)]
+
+
+@dataclass(frozen=True)
+class Matched:
+    """One object merge-joined with the incoming keys: ``rows`` (positions in the object)
+    matched incoming rows ``incoming`` (positions in :attr:`Incoming.table`); ``deletes``
+    per match whether it was a delete row."""
+
+    rows: np.ndarray[Any, np.dtype[np.int64]]
+    incoming: np.ndarray[Any, np.dtype[np.int64]]
+    deletes: np.ndarray[Any, np.dtype[np.bool_]]
+
+
+def match_rows(rows: pa.Table, incoming: pa.Table, key: PoolKey) -> Matched:
+    """Join ``rows`` (an object's rows) with ``incoming`` (rows of the same key types) on the
+    pool key; rows whose key has a null field match nothing. ``incoming`` may carry a bool
+    column ``__lakepool_del__`` (delete rows)."""
+    left = key_table(rows, key)
+    left_ok = _valid(left)
+    left = left.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    left = left.filter(pa.array(left_ok))
+    right = key_table(incoming, key)
+    right_ok = _valid(right)
+    right = right.append_column(_POS, pa.array(np.arange(incoming.num_rows, dtype=np.int64)))
+    flags = (
+        incoming.column(_DEL)
+        if _DEL in incoming.schema.names
+        else pa.array(np.zeros(incoming.num_rows, dtype=bool))
+    )
+    right = right.append_column(_DEL, flags).filter(pa.array(right_ok))
+    empty = np.zeros(0, dtype=np.int64)
+    if left.num_rows == 0 or right.num_rows == 0:
+        return Matched(empty, empty, np.zeros(0, dtype=bool))
+    try:
+        joined = left.join(right, keys=left.column_names[:-1], join_type="inner", use_threads=False)
+    except pa.ArrowNotImplementedError as e:
+        types = ", ".join(str(c.type) for c in left.columns[:-1])
+        raise UsageError(f"an upsert cannot match keys of type {types}: {e}") from None
+    return Matched(
+        joined.column(_ROW).to_numpy().astype(np.int64),
+        joined.column(_POS).to_numpy().astype(np.int64),
+        joined.column(_DEL).to_numpy(zero_copy_only=False).astype(bool),
+    )
+
+
+@dataclass(frozen=True)
+class UpsertPlan:
+    """What an upsert does to one snapshot: the objects it read (``read``), those it deletes
+    (``deletes``, each holding a matched row), the tables to write per partition value, the
+    row counts, and the schema of the incoming rows it writes (None: it writes none)."""
+
+    snapshot: Snapshot
+    read: tuple[ObjectMeta, ...]
+    deletes: tuple[ObjectMeta, ...]
+    tables: tuple[tuple[str | None, pa.Table], ...]
+    inserted: int
+    updated: int
+    deleted: int
+    incoming_schema: pa.Schema | None
+    keys: KeySet = field(default_factory=KeySet)
+
+    @property
+    def empty(self) -> bool:
+        return not self.deletes and not any(t.num_rows for _, t in self.tables)
+
+    @property
+    def read_ids(self) -> frozenset[str]:
+        return frozenset(o.id for o in self.read)
+
+
+def _read_all(pool: Pool, objects: Sequence[ObjectMeta]) -> list[pa.Table]:
+    """The stored rows of ``objects``, checked (size, checksum, footer); in parallel where a
+    read waits on the network."""
+
+    def one(o: ObjectMeta) -> pa.Table:
+        return read_verified(pool.store, pool.id, o, pool.name)
+
+    remote = objects and pool.store.local_path(pool.layout.data(objects[0].id)) is None
+    if len(objects) > 1 and remote:
+        with ThreadPoolExecutor(max_workers=min(8, len(objects))) as ex:
+            return list(ex.map(one, objects))
+    return [one(o) for o in objects]
+
+
+def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPlan:
+    """Plan ``incoming`` against ``snapshot`` (see the module docstring): reads the targets,
+    writes nothing. Raises SchemaConflictError when the input no longer unifies with the
+    snapshot's schema, LossyRewriteError when a kept row would change in the rewrite."""
+    key = pool.config.key
+    schema = unify_schema(snapshot.schema, incoming.table.schema, incoming.source)
+    table = conform_to(incoming.table, schema, exact=False)
+    targets = plan_targets(snapshot, key, incoming.keys)
+    flagged = table.append_column(_DEL, pa.array(incoming.delete))
+    matched = np.zeros(table.num_rows, dtype=bool)
+    updated = deleted = 0
+    deletes: list[ObjectMeta] = []
+    # Per partition value: the tables to write there and the columns they carry (an object
+    # never carries a column none of its rows had).
+    pieces: dict[str | None, list[tuple[pa.Table, set[str]]]] = {}
+    for obj, stored in zip(targets, _read_all(pool, targets), strict=True):
+        rows = conform_to(stored, schema, lossless=True)
+        hit = match_rows(rows, flagged, key)
+        if len(hit.rows) == 0:
+            continue  # none of its rows has an incoming key: not rewritten
+        matched[hit.incoming] = True
+        n_deleted = int(hit.deletes.sum())
+        deleted += n_deleted
+        updated += len(hit.rows) - n_deleted
+        deletes.append(obj)
+        keep = np.ones(rows.num_rows, dtype=bool)
+        keep[hit.rows] = False
+        if keep.any():
+            kept = rows.filter(pa.array(keep))
+            pieces.setdefault(obj.partition, []).append((kept, set(obj.columns)))
+    inserting = ~incoming.delete
+    inserted = int((inserting & ~matched).sum())
+    new_rows = table.filter(pa.array(inserting))
+    if new_rows.num_rows:
+        spec = pool.partition_spec
+        parts = [(None, new_rows)] if spec is None else spec.split(new_rows)
+        own = set(new_rows.schema.names)
+        for value, part in parts:
+            pieces.setdefault(value, []).append((conform_to(part, schema), own))
+    tables = []
+    for value, group in pieces.items():
+        carried = set().union(*(cols for _, cols in group))
+        combined = pa.concat_tables([t for t, _ in group])
+        tables.append((value, combined.select([n for n in schema.names if n in carried])))
+    return UpsertPlan(
+        snapshot,
+        tuple(targets),
+        tuple(deletes),
+        tuple(tables),
+        inserted,
+        updated,
+        deleted,
+        table.schema if new_rows.num_rows else None,
+        incoming.keys,
+    )
+
+
+def write_plan(
+    pool: Pool,
+    plan: UpsertPlan,
+    written: list[ObjectMeta],
+    batch: SyncBatch | None = None,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> None:
+    """Write the plan's tables as sorted objects of their partition, appending each to
+    ``written`` as it lands (so a failure can remove them); into ``batch`` without fsync
+    when given (the commit's journal append makes them durable)."""
+    options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
+    store = pool.store if batch is None else pool.store.deferring(batch)
+
+    def landed(obj: ObjectMeta) -> None:
+        written.append(obj)
+        if on_object is not None:
+            on_object(obj)
+
+    for value, table in plan.tables:
+        write_objects(
+            store,
+            pool.id,
+            table,
+            pool.config.key,
+            options,
+            clock=pool.clock,
+            on_object=landed,
+            partition=value,
+        )
+
+
+def commit_upsert(
+    pool: Pool,
+    branch: str,
+    adds: Sequence[ObjectMeta],
+    deletes: Sequence[str],
+    *,
+    keys: KeySet,
+    read_ids: frozenset[str] | Sequence[str],
+    counts: tuple[int, int, int],
+    author: str | None = None,
+    message: str = "",
+    meta: Any = None,
+    incoming_schema: pa.Schema | None = None,
+    source: str = "",
+    txn: Txn | Sequence[Txn] | None = None,
+    guard: Callable[[], None] | None = None,
+    durable_first: SyncBatch | None = None,
+) -> Commit:
+    """The validated commit of an upsert planned elsewhere (Spark's driver uses it): adds and
+    deletes in one commit recording ``extra["upsert"]`` = ``counts`` (inserted, updated,
+    deleted). ``keys``: every key the upsert changes (inserts, updates and deletes);
+    ``read_ids``: every object the plan read. Raises CommitConflictError when the parent it
+    lands on has a live object meeting ``keys`` that is not in ``read_ids``, or lacks an
+    object in ``deletes``: re-plan from the new tip. The caller removes ``adds`` on failure
+    (:func:`~lake_core.committing.discarding_on_failure`)."""
+    inserted, updated, deleted = counts
+    return pool.commit(
+        branch,
+        adds,
+        deletes,
+        author=author,
+        message=message or f"upserted {inserted} new, {updated} updated, {deleted} deleted rows",
+        meta=meta,
+        incoming_schema=incoming_schema,
+        source=source,
+        extra={UPSERT_FIELD: {"inserted": inserted, "updated": updated, "deleted": deleted}},
+        guard=guard,
+        txn=txn,
+        durable_first=durable_first,
+        keys=keys,
+        read_ids=tuple(read_ids),
+    )
+
+
+def _replans(e: CommitConflictError) -> bool:
+    """A conflict a fresh plan can resolve (not a spent budget, a lapsed write window or a
+    catalog race)."""
+    return not isinstance(e, (RetriesExhaustedError, WriteWindowExpiredError, CatalogConflictError))
+
+
+def upsert(
+    pool: Pool,
+    sources: Sequence[Source],
+    branch: str = MAIN,
+    *,
+    fmt: str = "auto",
+    delete_when: str | None = None,
+    author: str | None = None,
+    message: str = "",
+    meta: Any = None,
+    txn: Txn | Sequence[Txn] | None = None,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> UpsertResult:
+    """Upsert ``sources`` into ``branch`` in one commit (see the module docstring). Returns
+    the counts; ``.commit`` is None when nothing changes (only deletes of absent keys).
+
+    Raises EmptyTransactionError (no records), BranchNotFoundError, SchemaConflictError,
+    SchemaModeError, ExpressionError (``delete_when``), TxnCommittedError (``txn`` is in
+    already), RetriesExhaustedError (racing commits won every attempt),
+    CommitStateUnknownError (the outcome is open: the objects are kept). Any other failure
+    commits nothing and leaves nothing behind."""
+    txns = as_txns(txn)
+    snapshot = pool.snapshot(pool.tip(branch))
+    if txns:
+        check_txns(snapshot.txns, txns)
+    incoming = prepare(pool, sources, snapshot.schema, fmt=fmt, delete_when=delete_when)
+    retry = pool.lake_config.retry
+    for attempt in range(retry.max_attempts):
+        if attempt:
+            snapshot = pool.snapshot(pool.tip(branch))
+        plan = plan_upsert(pool, snapshot, incoming)
+        counts = (plan.inserted, plan.updated, plan.deleted)
+        if plan.empty:
+            return _result(None, plan, [], attempt + 1)
+        started = pool.clock.now()
+        batch = SyncBatch()
+        written: list[ObjectMeta] = []
+        try:
+            with discarding_on_failure(pool, written):
+                write_plan(pool, plan, written, batch, on_object)
+                landed = commit_upsert(
+                    pool,
+                    branch,
+                    written,
+                    [o.id for o in plan.deletes],
+                    keys=incoming.keys,
+                    read_ids=plan.read_ids,
+                    counts=counts,
+                    author=author,
+                    message=message
+                    or (
+                        f"upserted {incoming.source}: {plan.inserted} inserted, "
+                        f"{plan.updated} updated, {plan.deleted} deleted"
+                    ),
+                    meta=meta,
+                    incoming_schema=plan.incoming_schema,
+                    source=incoming.source,
+                    txn=txns,
+                    guard=write_window_guard(pool.clock, started),
+                    durable_first=batch,
+                )
+        except CommitConflictError as e:
+            if not _replans(e):
+                raise
+            pool.backoff(attempt)  # what it wrote is removed: re-plan from the new tip
+            continue
+        return _result(landed, plan, written, attempt + 1)
+    raise RetriesExhaustedError(f"upsert into {pool.name}@{branch}", retry.max_attempts)
+
+
+def _result(
+    commit: Commit | None, plan: UpsertPlan, written: Sequence[ObjectMeta], attempts: int
+) -> UpsertResult:
+    read = len(plan.read)
+    return UpsertResult(
+        commit=commit,
+        inserted=plan.inserted,
+        updated=plan.updated,
+        deleted=plan.deleted,
+        objects_read=read,
+        objects_skipped=len(plan.snapshot.objects) - read,
+        objects_rewritten=len(plan.deletes),
+        bytes_rewritten=sum(o.size for o in plan.deletes),
+        bytes_written=sum(o.size for o in written),
+        attempts=attempts,
+    )
+
+
+__all__ = [
+    "UPSERT_FIELD",
+    "Incoming",
+    "Matched",
+    "UpsertPlan",
+    "UpsertResult",
+    "commit_upsert",
+    "key_table",
+    "last_per_key",
+    "match_rows",
+    "plan_targets",
+    "plan_upsert",
+    "prepare",
+    "upsert",
+    "write_plan",
+]
