@@ -105,7 +105,7 @@ class Survey:
 
 
 @dataclass(frozen=True)
-class _Job:
+class Job:
     """What every task of one load needs (shipped to executors with the task)."""
 
     uri: str
@@ -156,13 +156,13 @@ def _partition_values(table: pa.Table, spec: PartitionSpec) -> pa.Table:
     return pa.table({spec.column: raw.slice(0, 1), _COUNT: pa.array([n], pa.int64())})
 
 
-def _wanted(job: _Job) -> list[str]:
+def _wanted(job: Job) -> list[str]:
     """The columns the survey samples: the key fields and the partition column."""
     return list(dict.fromkeys([*job.key.fields, *_partition_column(job.spec)]))
 
 
 def _survey_table(
-    job: _Job,
+    job: Job,
     chunk: int,
     source: int,
     table: pa.Table,
@@ -189,7 +189,7 @@ def _survey_table(
     return Survey(chunk, source, n, schema, bytes_per_row, sampled, parts)
 
 
-def _survey_chunk(job: _Job) -> Callable[[Chunk], Survey]:
+def survey_chunk(job: Job) -> Callable[[Chunk], Survey]:
     def run(chunk: Chunk) -> Survey:
         try:
             if chunk.row_groups is None:
@@ -211,7 +211,7 @@ def _batches_table(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
     return pa.Table.from_batches(collected) if collected else None
 
 
-def _survey_frame(job: _Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def survey_frame(job: Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
@@ -234,7 +234,7 @@ def _survey_frame(job: _Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa
 # -- stage 2: plan (driver) -------------------------------------------------------------------
 
 
-def _unify(
+def unify_surveys(
     surveys: list[Survey], names: list[str], base: pa.Schema | None
 ) -> tuple[pa.Schema | None, pa.Schema | None, list[Survey]]:
     """(pool schema, object layout, surveys with rows), raising what the local path raises,
@@ -266,8 +266,8 @@ def _unify(
 
 
 def _plan_ranges(
-    job: _Job, surveys: list[Survey], schema: pa.Schema, layout: pa.Schema, target: int
-) -> _Job:
+    job: Job, surveys: list[Survey], schema: pa.Schema, layout: pa.Schema, target: int
+) -> Job:
     """``job`` with its buckets: each pool partition cut into key ranges of about ``target``
     bytes (estimated from each chunk's sample)."""
     spec = job.spec
@@ -327,14 +327,14 @@ def _to_ipc(table: pa.Table, compression: str | None) -> bytes | bytearray:
     return out
 
 
-def _from_ipc(data: bytes | bytearray) -> pa.Table:
+def from_ipc(data: bytes | bytearray) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-_Piece = tuple[int, tuple[int, bytes | bytearray]]  # (bucket, (seq, Arrow IPC or error))
+Piece = tuple[int, tuple[int, bytes | bytearray]]  # (bucket, (seq, Arrow IPC or error))
 
 
-def _failed(job: _Job, chunk: int, exc: Exception) -> Iterator[_Piece]:
+def _failed(job: Job, chunk: int, exc: Exception) -> Iterator[Piece]:
     """A chunk that failed after the survey: its error goes to every bucket (with a negative
     sequence number), so that no bucket writes and the driver raises it."""
     error = pickle.dumps(TaskError.capture(exc))
@@ -349,7 +349,7 @@ def _pieces(rows: pa.Table) -> Iterator[pa.Table]:
         yield rows.slice(start, step)
 
 
-def _bucketize(job: _Job, table: pa.Table, chunk: int) -> Iterator[_Piece]:
+def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
     """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
     numbers follow the chunk's order and then the rows' order."""
     assert job.schema is not None
@@ -367,8 +367,8 @@ def _bucketize(job: _Job, table: pa.Table, chunk: int) -> Iterator[_Piece]:
                 yield offset + r, (chunk * _PIECES + i, _to_ipc(piece, job.shuffle_compression))
 
 
-def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[_Piece]]:
-    def run(chunk: Chunk) -> Iterator[_Piece]:
+def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
+    def run(chunk: Chunk) -> Iterator[Piece]:
         try:
             pieces = list(_bucketize(job, read_chunk(chunk), chunk.index))
         except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
@@ -379,8 +379,8 @@ def _bucketize_chunk(job: _Job) -> Callable[[Chunk], Iterator[_Piece]]:
     return run
 
 
-def _bucketize_frame(
-    job: _Job,
+def bucketize_frame(
+    job: Job,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -411,27 +411,33 @@ _BUCKET_TYPES: dict[str, pa.DataType] = {
 _BUCKET_SCHEMA = pa.schema(_BUCKET_TYPES)
 
 
-def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Written]]:
-    def run(bucket: int, items: Iterable[_Piece]) -> Iterator[_Written]:
+def gather_pieces(items: Iterable[Piece]) -> pa.Table | TaskError | None:
+    """One bucket's rows, in source order (the pieces' sequence numbers), from the pieces
+    :func:`bucketize_chunk` sent it; the first failed chunk's error if any chunk failed after
+    the survey; None when no piece came."""
+    pieces = sorted((pair for _, pair in items), key=lambda pair: pair[0])
+    if not pieces:
+        return None
+    if pieces[0][0] < 0:  # a chunk failed: report the first one's error
+        failed = max(seq for seq, _ in pieces if seq < 0)
+        error: TaskError = pickle.loads(next(p for seq, p in pieces if seq == failed))
+        return error
+    tables = [from_ipc(payload) for _, payload in pieces]
+    del pieces
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+
+
+def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Written]]:
+    def run(bucket: int, items: Iterable[Piece]) -> Iterator[_Written]:
         written: list[ObjectMeta] = []
         try:
-            pieces = sorted((pair for _, pair in items), key=lambda pair: pair[0])
-            if not pieces:
+            table = gather_pieces(items)
+            if table is None:
                 return
-            if pieces[0][0] < 0:  # a chunk failed: report the first one's error, write nothing
-                failed = max(seq for seq, _ in pieces if seq < 0)
-                error = next(payload for seq, payload in pieces if seq == failed)
-                yield _Written(bucket, (), pickle.loads(error))
+            if isinstance(table, TaskError):  # a chunk failed: write nothing
+                yield _Written(bucket, (), table)
                 return
             assert job.layout is not None
-            tables = [_from_ipc(payload) for _, payload in pieces]
-            del pieces
-            table = (
-                tables[0]
-                if len(tables) == 1
-                else pa.concat_tables(tables, promote_options="default")
-            )
-            del tables
             write_objects(
                 task_store(job.uri),
                 job.pool_id,
@@ -448,7 +454,7 @@ def _write_bucket(job: _Job) -> Callable[[int, Iterable[_Piece]], Iterator[_Writ
     return run
 
 
-def _identity(bucket: int) -> int:
+def by_bucket(bucket: int) -> int:
     return bucket
 
 
@@ -483,7 +489,7 @@ def spark_load(
     check_txns(pool.snapshot(tip).txns, txns)
     started = pool.clock.now()  # the write window (lake_core.inflight) runs from here
     base = pool.snapshot(tip).schema
-    job = _Job(
+    job = Job(
         pool.store.uri,
         pool.id,
         pool.config.key,
@@ -497,7 +503,7 @@ def spark_load(
         frame = sources
         names = [DATAFRAME_NAME]
         sc.setJobDescription(f"lakepool load into {pool.name}: survey the DataFrame")
-        rows = frame.mapInArrow(_survey_frame(job), "survey binary").collect()
+        rows = frame.mapInArrow(survey_frame(job), "survey binary").collect()
         surveys = [pickle.loads(r[0]) for r in rows]
     else:
         paths = [sources] if isinstance(sources, str | Path) else list(sources)
@@ -506,8 +512,8 @@ def spark_load(
         if not chunks:
             raise EmptyTransactionError("no records in the input")
         sc.setJobDescription(f"lakepool load into {pool.name}: read {len(names)} sources")
-        surveys = sc.parallelize(chunks, len(chunks)).map(_survey_chunk(job)).collect()
-    schema, layout, kept = _unify(sorted(surveys, key=lambda s: s.chunk), names, base)
+        surveys = sc.parallelize(chunks, len(chunks)).map(survey_chunk(job)).collect()
+    schema, layout, kept = unify_surveys(sorted(surveys, key=lambda s: s.chunk), names, base)
     if not kept or schema is None or layout is None:
         raise EmptyTransactionError("no records in the input")
     job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
@@ -517,14 +523,14 @@ def spark_load(
     sc.setJobDescription(f"lakepool load into {pool.name}: write {buckets} key ranges")
     if frame is not None:
         pairs = frame.mapInArrow(
-            _bucketize_frame(job), "bucket int, seq long, payload binary"
+            bucketize_frame(job), "bucket int, seq long, payload binary"
         ).rdd.map(lambda row: (row[0], (row[1], row[2])))
     else:
         with_rows = {s.chunk for s in kept}
         todo = [c for c in chunks if c.index in with_rows]
-        pairs = sc.parallelize(todo, len(todo)).flatMap(_bucketize_chunk(job))
+        pairs = sc.parallelize(todo, len(todo)).flatMap(bucketize_chunk(job))
     results: list[_Written] = (
-        pairs.partitionBy(buckets, _identity).mapPartitionsWithIndex(_write_bucket(job)).collect()
+        pairs.partitionBy(buckets, by_bucket).mapPartitionsWithIndex(_write_bucket(job)).collect()
     )
     objects = [
         ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects

@@ -89,6 +89,18 @@ def _after(
     return np.asarray(result.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def sorts_after(
+    first: pa.Table, second: pa.Table, key: PoolKey
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per row: does ``first``'s key sort strictly after ``second``'s (row by row, same
+    length) in the pool's order, nulls last?"""
+    if first.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    columns = [c.combine_chunks() for c in key.key_columns(first)]
+    bounds = [c.combine_chunks() for c in key.key_columns(second)]
+    return _after(columns, bounds, key.descending)
+
+
 def assign_buckets(
     table: pa.Table, bounds: pa.Table, key: PoolKey
 ) -> np.ndarray[Any, np.dtype[np.int64]]:
