@@ -14,25 +14,28 @@ read), spread like :mod:`lake_spark.ingest`:
    live objects (:mod:`lake_spark.upsert_plan`), so every live object belongs to one bucket and
    no two tasks ever read or rewrite the same object.
 3. **Merge** (one task per bucket): each chunk is read again and its rows travel to their
-   bucket's task in source order (:func:`lake_spark.ingest.bucketize_chunk`). The task keeps
-   the last row of each key, evaluates ``delete_when`` with the lake's predicate semantics,
-   finds its targets among its bucket's objects (``plan_targets``: the objects whose span
-   contains one of its keys), reads them, anti-joins them with the incoming keys and writes
-   the survivors and the upserted rows as new sorted objects with lake_core's writer. It
-   reports what it wrote, which targets it read and rewrote, its counts and its keys.
+   bucket's task in source order (:func:`lake_spark.ingest.bucketize_chunk`). The task
+   evaluates ``delete_when``, keeps the last row per key (a key's rows all meet in one task)
+   and then runs lake_core's own planner and writer on them (``plan_upsert``, ``write_plan``)
+   against a snapshot holding only its bucket's live objects: the targets are the objects
+   whose span contains one of its keys, a target holding a matched row is rewritten without
+   it, the upserted rows are written as new sorted objects. So a bucket does exactly what the
+   local path does to those keys. It reports what it wrote, read and rewrote, its counts
+   and its keys.
 4. **Commit** (driver): one commit adding every written object and deleting the rewritten
-   targets, validated by lake_core (``keys`` and ``read_ids``, see
+   targets, validated by lake_core (``commit_upsert`` with the keys and the objects read, see
    :func:`lake_core.committing.check_unread`): a racing commit that deleted an object this
    upsert rewrites, or added a live object meeting its keys that it did not read, is a
    conflict; the objects written are removed and the upsert re-plans from the new tip
-   (:data:`MAX_ATTEMPTS` in all). It never commits on stale objects.
+   (:data:`MAX_ATTEMPTS` plans in all). It never commits on stale objects. An upsert that
+   changes nothing (only deletes of absent keys) commits nothing.
 
-A target is rewritten when it loses a row (its key is updated or deleted) or an upserted key
-falls in its span (so a unique pool's objects stay apart); a target only met by deletes of
-absent keys is read and left as it is. An upsert that changes nothing commits nothing.
+The rows, the counts and the objects read and rewritten are the local path's; the objects
+written are cut per bucket, so they may differ in number and size from the local path's.
 
-Memory: a task holds its bucket's incoming rows plus the targets it rewrites (about the
-target size each, and the buckets are cut to about the target size of work).
+Memory: a task holds its bucket's incoming rows plus its targets (buckets are cut at about
+the target size of estimated work: incoming bytes plus the targets the samples meet).
+The keys of the whole change set go to the driver, which validates the commit with them.
 """
 
 from __future__ import annotations
@@ -45,15 +48,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-from lake_core.keyset import KeySet
-from lake_core.upsert import (
-    Incoming,
-    UpsertResult,
-    commit_upsert,
-    last_per_key,
-    plan_upsert,
-    write_plan,
-)
 
 from lake_core.committing import discarding_on_failure
 from lake_core.config import LakeConfig
@@ -67,6 +61,7 @@ from lake_core.errors import (
 from lake_core.expr import parse_predicate, to_arrow_expression
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, unify_schema
+from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
 from lake_core.poolkey import PoolKey
@@ -74,6 +69,14 @@ from lake_core.registry import PoolConfig
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.snapshot import Snapshot
 from lake_core.txn import Txn, as_txns, check_txns
+from lake_core.upsert import (
+    Incoming,
+    UpsertResult,
+    commit_upsert,
+    last_per_key,
+    plan_upsert,
+    write_plan,
+)
 from lake_core.writer import WriteOptions
 from lake_spark.ingest import (
     Job,

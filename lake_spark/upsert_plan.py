@@ -115,10 +115,13 @@ def _bounds(o: ObjectMeta, key: PoolKey) -> tuple[tuple[Any, ...], tuple[Any, ..
     return (tuple(hi), tuple(lo)) if key.descending else (tuple(lo), tuple(hi))
 
 
+_Span = tuple[tuple[Any, ...], tuple[Any, ...], ObjectMeta]  # (start, end, object)
+
+
 def key_groups(objects: Iterable[ObjectMeta], key: PoolKey) -> list[Group] | None:
     """The live objects with a non-null key, merged into groups in pool order; None when some
     object's bounds are not exact (then nothing may be cut). All-null objects are left out."""
-    spans: list[tuple[tuple[Any, ...], tuple[Any, ...], ObjectMeta]] = []
+    spans: list[_Span] = []
     for o in objects:
         if o.min is None and _all_null(o, key):
             continue
@@ -127,9 +130,13 @@ def key_groups(objects: Iterable[ObjectMeta], key: PoolKey) -> list[Group] | Non
             return None
         spans.append((b[0], b[1], o))
     cmp = functools.partial(_compare, key.descending)
+
+    def by_start(x: _Span, y: _Span) -> int:
+        return cmp(x[0], y[0])
+
     groups: list[Group] = []
     try:
-        spans.sort(key=functools.cmp_to_key(lambda x, y: cmp(x[0], y[0])))
+        spans.sort(key=functools.cmp_to_key(by_start))
         for start, end, o in spans:
             if groups and cmp(start, groups[-1].end) <= 0:
                 last = groups[-1]
@@ -222,7 +229,7 @@ def plan_buckets(
         hit = at < n_groups
         if hit.any():
             rows = np.nonzero(hit)[0]
-            before = sorts_after(starts.take(pa.array(at[rows])), valid.take(pa.array(rows)), key)
+            before = sorts_after(starts.take(at[rows]), valid.take(rows), key)
             inside[rows] = ~before
     group_work = np.zeros(n_groups)
     for j in np.unique(at[inside]):
@@ -235,7 +242,7 @@ def plan_buckets(
     gaps: dict[int, list[int]] = {}
     if gap_rows.size:
         assert valid is not None
-        gap_table = valid.take(pa.array(gap_rows))
+        gap_table = valid.take(gap_rows)
         for i in np.asarray(key.sort_indices(gap_table)):
             row = int(gap_rows[int(i)])
             gaps.setdefault(int(at[row]), []).append(row)
