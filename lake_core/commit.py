@@ -38,7 +38,9 @@ SNAPSHOT_INTERVAL = 32
 #: ``reverts`` names the commit a revert undid; ``layout_only`` marks a commit that moved rows
 #: between objects without changing them (compaction), which history operations see through.
 #: ``txn`` lists the application transactions the commit landed (:mod:`lake_core.txn`).
-EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only", "txn")
+#: ``upsert`` is an upsert's ``{"inserted": N, "updated": N, "deleted": N}``
+#: (:data:`lake_core.upsert.UPSERT_FIELD`).
+EXTRA_FIELDS = ("merge_source", "kind", "rows", "reverts", "layout_only", "txn", "upsert")
 
 
 @dataclass(frozen=True)

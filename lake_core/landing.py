@@ -150,17 +150,22 @@ class LandingZone:
         return {"location": self.location, "files": list(paths)}
 
 
-#: Loads ``paths`` of a zone as one commit recording ``txns`` (the engine's load).
-Loader = Callable[[Sequence[str], Sequence[Txn]], Commit]
+#: Loads ``paths`` of a zone as one commit recording ``txns`` (the engine's load), or returns
+#: None when the files change nothing, so there is nothing to commit (an upsert whose rows
+#: only delete keys that are not live).
+Loader = Callable[[Sequence[str], Sequence[Txn]], Commit | None]
 
 
 @dataclass(frozen=True)
 class Ingested:
     """What :func:`ingest_once` did: ``commits`` it made (usually one) with the files each
-    holds, and ``skipped``: files another commit holds already."""
+    holds, ``skipped``: files another commit holds already, and ``unchanged``: files whose
+    load changed nothing and committed nothing — no commit records their transactions, so a
+    later run takes them again."""
 
     commits: list[tuple[Commit, list[str]]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
 
     @property
     def files(self) -> list[str]:
@@ -179,9 +184,14 @@ def ingest_once(
     todo = zone.pending(pool, wanted, branch)
     skipped = [p for p in wanted if p not in set(todo)]
     made: list[tuple[Commit, list[str]]] = []
+    unchanged: list[str] = []
     while todo:
         try:
-            made.append((load(todo, [zone.txn(p) for p in todo]), todo))
+            commit = load(todo, [zone.txn(p) for p in todo])
+            if commit is None:
+                unchanged = todo
+            else:
+                made.append((commit, todo))
             break
         except TxnCommittedError:
             left = zone.pending(pool, todo, branch)
@@ -189,7 +199,7 @@ def ingest_once(
                 raise  # not a race on these files: refuse rather than loop
             skipped += [p for p in todo if p not in set(left)]
             todo = left
-    return Ingested(made, skipped)
+    return Ingested(made, skipped, unchanged)
 
 
 # -- stability --------------------------------------------------------------------------------

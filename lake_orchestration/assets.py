@@ -1,7 +1,9 @@
 """Pools as assets: one asset per entry of the pools config.
 
 Materializing an unpartitioned pool ingests landing files into one commit: the files a sensor
-named in the run config, or else every landing file the pool holds no commit of. Each file is
+named in the run config, or else every landing file the pool holds no commit of. A pool with
+``mode: upsert`` upserts them by the pool key instead of appending (``delete_when`` rows delete
+their key); the commit records the inserted/updated/deleted counts. Each file is
 an application transaction recorded in the commit (:func:`lake_core.landing.ingest_once`), so
 a retried, manual or racing run commits no file twice (the sensor's run keys are the first
 guard; the transactions are the one that holds under any concurrency).
@@ -32,7 +34,7 @@ from lake_core.loading import Source
 from lake_core.maintenance import rewrite_partition
 from lake_core.txn import Txn
 from lake_orchestration.config import PoolSpec
-from lake_orchestration.engine import load_sources
+from lake_orchestration.engine import load_sources, upsert_sources
 from lake_orchestration.metadata import pool_metadata
 from lake_orchestration.resources import LakeResource
 
@@ -77,7 +79,8 @@ def _sources(lake: LakeResource, zone: LandingZone, files: Sequence[str]) -> lis
 def _description(spec: PoolSpec) -> str:
     where = f"landing zone {spec.landing}" if spec.landing else "no landing zone"
     part = f", partitioned by {spec.partition_by}" if spec.partition_by else ""
-    text = f"lake pool {spec.name} (key {spec.pool_key}{part}), fed from {where}"
+    how = "upserted by key" if spec.mode == "upsert" else "fed"
+    text = f"lake pool {spec.name} (key {spec.pool_key}{part}), {how} from {where}"
     return f"{spec.description}\n\n{text}" if spec.description else text
 
 
@@ -88,6 +91,8 @@ def _definition_metadata(spec: PoolSpec) -> dict[str, Any]:
         "lake/partition_by": spec.partition_by or "",
         "lake/landing": spec.landing or "",
         "lake/formats": ", ".join(spec.formats),
+        "lake/mode": spec.mode,
+        "lake/delete_when": spec.delete_when or "",
     }
 
 
@@ -102,6 +107,10 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
         kinds={KIND},
         description=_description(spec),
         metadata=_definition_metadata(spec),
+        # Upserts of one key commute only when they touch different keys: in the pool's
+        # concurrency pool (limit 1 in deploy/dagster.yaml) the runs a sensor requested
+        # apply one at a time, in the order Dagster starts them.
+        pool=spec.concurrency_pool if spec.mode == "upsert" else None,
     )
     def pool_asset(
         context: dg.AssetExecutionContext, config: IngestConfig, lake: LakeResource
@@ -128,25 +137,55 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
                 )
             wanted = [f.path for f in recent]
 
-        def load_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit:
-            return load_sources(
+        def load_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit | None:
+            verb = "upserted" if spec.mode == "upsert" else "ingested"
+            message = f"{verb} {len(files)} landing files (dagster run {context.run.run_id[:8]})"
+            meta = _run_meta(context, zone, files)
+            if spec.mode == "load":
+                return load_sources(
+                    lake,
+                    pool,
+                    _sources(lake, zone, files),
+                    branch=spec.branch,
+                    message=message,
+                    meta=meta,
+                    txn=txns,
+                )
+            result = upsert_sources(
                 lake,
                 pool,
-                _sources(lake, zone, files),
+                [zone.source(f) for f in files],  # upserts run in this process
                 branch=spec.branch,
-                message=f"ingested {len(files)} landing files "
-                f"(dagster run {context.run.run_id[:8]})",
-                meta=_run_meta(context, zone, files),
+                delete_when=spec.delete_when,
+                message=message,
+                meta=meta,
                 txn=txns,
             )
+            context.log.info(
+                f"upsert: {result.inserted} inserted, {result.updated} updated, "
+                f"{result.deleted} deleted; read {result.objects_read} objects, skipped "
+                f"{result.objects_skipped}, rewrote {result.objects_rewritten}"
+            )
+            return result.commit  # None: nothing to commit
 
         done = ingest_once(pool, zone, wanted, load_files, spec.branch)
         if done.skipped:
             context.log.info(f"skipping {len(done.skipped)} files already in {spec.name}")
+        if done.unchanged:
+            context.log.warning(
+                f"{len(done.unchanged)} files changed nothing in {spec.name} (they only delete "
+                f"keys that are not live), so no commit records them and a later run takes them "
+                f"again; archive them: {', '.join(done.unchanged[:5])}"
+            )
         if not done.commits:
-            context.log.info("no new landing files: nothing to ingest")
+            if not done.unchanged:
+                context.log.info("no new landing files: nothing to ingest")
             return dg.MaterializeResult(
-                metadata={**pool_metadata(pool, spec.branch), "lake/files": 0}
+                metadata={
+                    **pool_metadata(pool, spec.branch),
+                    "lake/files": 0,
+                    "lake/unchanged_files": len(done.unchanged),
+                }
             )
         commits = [c for c, _ in done.commits]
         commit = commits[-1]

@@ -12,6 +12,9 @@ A pools file looks like this (see ``lake_orchestration/pools.yaml`` and docs/orc
         target_size: 4MB
         landing: ${LAKE_LANDING:-landing}/flights          # a folder or s3://bucket/prefix
         formats: [csv]                # input formats the sensor takes (by file extension)
+        mode: load                    # load (append) | upsert (a row replaces the live row
+                                      # of its key; docs/orchestration.md, "Upsert pools")
+        delete_when: "op = 'd'"       # mode upsert only: input rows that delete their key
         sensor: {interval_seconds: 30, running: false, max_files_per_run: 100}
         maintenance:
           lock_timeout: 600s
@@ -37,6 +40,7 @@ from typing import Annotated, Any, Literal
 import yaml  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lake_core.expr import ExpressionError, parse_predicate
 from lake_core.ingest.formats import FORMATS
 from lake_core.names import PoolName
 from lake_core.partitions import PartitionSpec
@@ -122,6 +126,12 @@ class PoolSpec(_Frozen):
     target_size: int = DEFAULT_TARGET_SIZE
     landing: str | None = None
     formats: tuple[str, ...] = ("ndjson", "json", "csv", "parquet", "arrow")
+    #: ``load`` appends every landed row; ``upsert`` merges them by the pool key: a row whose
+    #: key is live replaces it, the last row of a key in a run's input wins.
+    mode: Literal["load", "upsert"] = "load"
+    #: A SQL boolean over the input rows (the ``--where`` language): with ``mode: upsert``,
+    #: matching rows delete their key instead of being inserted (a change feed).
+    delete_when: str | None = None
     branch: str = "main"
     description: str = ""
     sensor: SensorPolicy = SensorPolicy()
@@ -171,12 +181,39 @@ class PoolSpec(_Frozen):
             raise ValueError(f"unknown format {bad[0]!r}; use {', '.join(FORMATS[1:])}")
         return v
 
+    @field_validator("delete_when")
+    @classmethod
+    def _delete_when(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        try:
+            parse_predicate(v)
+        except ExpressionError as e:
+            raise ValueError(f"delete_when {v!r} is not a valid predicate: {e}") from e
+        return v
+
     @model_validator(mode="after")
     def _daily(self) -> PoolSpec:
         if self.daily and self.partitions is None:
             raise ValueError(
                 f"pool {self.name}: partition_by {self.partition_by} needs "
                 "partitions: {start: YYYY-MM-DD}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _upsert(self) -> PoolSpec:
+        if self.delete_when is not None and self.mode != "upsert":
+            raise ValueError(
+                f"pool {self.name}: delete_when applies only with mode: upsert "
+                f"(this pool's mode is {self.mode})"
+            )
+        if self.mode == "upsert" and self.daily:
+            # A daily run replaces its whole partition with the day's files: there is no
+            # live row for an upsert to merge with that the rewrite would not drop anyway.
+            raise ValueError(
+                f"pool {self.name}: mode: upsert does not apply to a day-partitioned pool "
+                f"(partition_by {self.partition_by}: each run rewrites its day's partition)"
             )
         return self
 

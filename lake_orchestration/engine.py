@@ -3,7 +3,8 @@
 ``local`` calls lake_core in the run's process; ``spark`` calls lake_spark with the resource's
 Spark session (lake_spark is imported only then, so the local engine never starts a JVM).
 Cleanup plans locally either way and, on ``spark``, spreads its deletes over Spark tasks.
-Partition rewrites, retain and vacate are metadata-heavy and always run locally.
+Partition rewrites, retain and vacate are metadata-heavy and always run locally, and so do
+upserts: they read and rewrite only the objects whose key range meets an incoming key.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from lake_core.loading import Source, load
 from lake_core.maintenance import CleanupResult, CompactionResult, cleanup, compact
 from lake_core.pool import Pool
 from lake_core.txn import Txn
+from lake_core.upsert import UpsertResult, upsert
 from lake_orchestration.resources import LakeResource
 
 
@@ -46,6 +48,32 @@ def load_sources(
             txn=txn,
         )
     return load(pool, sources, branch, author=lake.user, message=message, meta=meta, txn=txn)
+
+
+def upsert_sources(
+    lake: LakeResource,
+    pool: Pool,
+    sources: Sequence[Source],
+    *,
+    branch: str,
+    delete_when: str | None,
+    message: str,
+    meta: Any,
+    txn: Sequence[Txn] = (),
+) -> UpsertResult:
+    """Upsert ``sources`` into ``branch`` by the pool key as one commit landing the
+    transactions ``txn`` (:func:`lake_core.upsert.upsert`; TxnCommittedError as for a load).
+    Runs in this process on either engine."""
+    return upsert(
+        pool,
+        sources,
+        branch,
+        delete_when=delete_when,
+        author=lake.user,
+        message=message,
+        meta=meta,
+        txn=txn,
+    )
 
 
 def compact_pool(

@@ -74,19 +74,31 @@ def live_metadata(
     }
 
 
+#: The counts an upsert commit records under ``extra["upsert"]`` (lake_core.upsert).
+UPSERT_COUNTS = ("inserted", "updated", "deleted")
+
+
 def change_metadata(commits: Sequence[Commit]) -> dict[str, Any]:
     """What ``commits`` changed, summed: rows in the objects they added and in those they
     removed (a delete by predicate adds the surviving rows of the objects it rewrote, so
-    ``rows_removed - rows_added`` is what it deleted), and the net change."""
+    ``rows_removed - rows_added`` is what it deleted), and the net change. Upsert commits
+    also give ``lake/inserted``, ``lake/updated`` and ``lake/deleted`` (rows, summed over
+    the upserts among ``commits``): ``rows_added``/``rows_removed`` count the rewritten
+    objects' rows too, so they are no measure of what an upsert changed."""
     added = sum(c.rows_added for c in commits)
     removed = sum(c.rows_removed or 0 for c in commits)
-    return {
+    md = {
         "lake/rows_added": dg.MetadataValue.int(added),
         "lake/rows_removed": dg.MetadataValue.int(removed),
         "lake/rows_net": dg.MetadataValue.int(added - removed),
         "lake/objects_added": dg.MetadataValue.int(sum(len(c.adds()) for c in commits)),
         "lake/objects_deleted": dg.MetadataValue.int(sum(len(c.deletes()) for c in commits)),
     }
+    upserts = [c.extra["upsert"] for c in commits if isinstance(c.extra.get("upsert"), dict)]
+    if upserts:
+        for what in UPSERT_COUNTS:
+            md[f"lake/{what}"] = dg.MetadataValue.int(sum(int(u.get(what, 0)) for u in upserts))
+    return md
 
 
 def pool_metadata(

@@ -120,7 +120,8 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return self._lake
 
     def pool(self, spec: PoolSpec, create: bool = False) -> Pool | None:
-        """The lake pool of ``spec``; created from the spec when missing and ``create``."""
+        """The lake pool of ``spec``; created from the spec when missing and ``create`` (an
+        upsert pool is created unique: every load into it upserts, whoever makes it)."""
         lake = self.open()
         try:
             return lake.pool(spec.name)
@@ -134,6 +135,7 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 target_size=spec.target_size,
                 partition_by=spec.partition_by,
                 txn_retention=spec.txn_retention,
+                unique=spec.mode == "upsert",
             )
         except AlreadyExistsError:  # a concurrent run created it first
             return lake.pool(spec.name)
