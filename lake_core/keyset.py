@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake_core.objects import ObjectMeta
 from lake_core.stats import encode_value
@@ -50,18 +51,28 @@ class KeySet:
         if not columns:
             return cls()
         width = len(columns)
-        valid = [pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in columns]
-        nulls = [[v is None for v in c.to_pylist()] for c in valid]
-        encoded = [_encoded(c) for c in valid]
-        opaque = False
-        keys: set[tuple[Any, ...]] = set()
-        for i, key in enumerate(zip(*encoded, strict=True)):
-            if any(n[i] for n in nulls):
-                continue  # a null key field: never matches a row
-            if any(v is None for v in key):
-                opaque = True  # a value the stats cannot encode
-                continue
-            keys.add(key)
+        names = [f"k{i}" for i in range(width)]
+        table = pa.Table.from_arrays(
+            [pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in columns], names
+        )
+        valid = None
+        for c in table.columns:
+            if c.null_count:
+                ok = pc.is_valid(c)
+                valid = ok if valid is None else pc.and_(valid, ok)
+        if valid is not None:
+            table = table.filter(valid)  # a null key field: never matches a row
+        if table.num_rows == 0:
+            return cls((), width)
+        try:
+            table = table.group_by(names, use_threads=False).aggregate([])
+        except pa.ArrowNotImplementedError:
+            pass  # a type Arrow cannot group (structs): duplicates go through the set below
+        encoded = [_encoded(c) for c in table.columns]
+        keys = set(zip(*encoded, strict=True))
+        opaque = any(v is None for k in keys for v in k)  # a value the stats cannot encode
+        if opaque:
+            keys = {k for k in keys if not any(v is None for v in k)}
         try:
             ordered = tuple(sorted(keys))
         except TypeError:

@@ -299,3 +299,65 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
     w.struct(footer)
     pieces += [bytes(w.out), struct.pack("<I", len(w.out)), MAGIC]
     return pieces
+
+
+_RG_NUM_ROWS = 3
+
+
+def read_footer(data: bytes | memoryview) -> list[Field]:
+    """The decoded footer of the Parquet file ``data`` (for :func:`copy_row_groups`)."""
+    view = _bytes_view(data)
+    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
+        raise StitchError("not a Parquet file")
+    (footer_len,) = struct.unpack("<I", view[-8:-4])
+    start = len(view) - 8 - footer_len
+    return _Reader(view[start : len(view) - 8]).struct()
+
+
+def copy_row_groups(
+    data: bytes | memoryview, first: int, stop: int, footer: list[Field] | None = None
+) -> list[bytes | memoryview]:
+    """The pieces of a Parquet file holding row groups ``first`` to ``stop - 1`` of the file
+    ``data``, their chunks copied as they are (no decoding): a run of an object kept whole by
+    a rewrite (:mod:`lake_core.upsert`). The footer is ``data``'s with only those groups, their
+    offsets moved and ordinals renumbered; the same limits as :func:`parse_fragment` (no page
+    indexes, no bloom filters) raise StitchError. ``footer``: ``data``'s, from
+    :func:`read_footer` (decoding it once for several runs of one file)."""
+    view = _bytes_view(data)
+    if footer is None:
+        footer = read_footer(view)
+    (footer_len,) = struct.unpack("<I", view[-8:-4])
+    start = len(view) - 8 - footer_len
+    listed = _get(footer, _FILE_ROW_GROUPS)
+    if listed is None or not 0 <= first < stop <= len(listed[1]):
+        raise StitchError(f"no row groups {first}..{stop - 1} in the file")
+    chosen = listed[1][first:stop]
+    begin, end = len(view), 0
+    for group in chosen:
+        for chunk in _get(group, _RG_COLUMNS)[1]:
+            meta = _get(chunk, _CC_META)
+            if meta is None:
+                raise StitchError("a column chunk has no metadata in the footer")
+            if any(
+                _get(chunk, f) is not None
+                for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
+            ) or _get(meta, _CM_BLOOM_FILTER) is not None:
+                raise StitchError("row groups with page indexes or bloom filters")
+            at = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
+            begin, end = min(begin, at), max(end, at + _get(meta, 7))  # 7: compressed size
+    if end <= begin or end > start:
+        raise StitchError("row group chunks outside the file's body")
+    shift = len(MAGIC) - begin
+    groups = [_move_group(g, shift, i) for i, g in enumerate(chosen)]
+    rows = sum(_get(g, _RG_NUM_ROWS) for g in chosen)
+    out: list[Field] = []
+    for fid, ctype, v in footer:
+        if fid == _FILE_NUM_ROWS:
+            out.append((fid, ctype, rows))
+        elif fid == _FILE_ROW_GROUPS:
+            out.append((fid, ctype, (v[0], groups)))
+        else:
+            out.append((fid, ctype, v))
+    w = _Writer()
+    w.struct(out)
+    return [MAGIC, view[begin:end], bytes(w.out), struct.pack("<I", len(w.out)), MAGIC]

@@ -41,29 +41,35 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import (
     CatalogConflictError,
     CommitConflictError,
+    CorruptDataObjectError,
     EmptyTransactionError,
     RetriesExhaustedError,
     UsageError,
     WriteWindowExpiredError,
 )
 from lake_core.expr import parse_predicate, to_arrow_expression
+from lake_core.ids import new_id
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, unify_schema
-from lake_core.integrity import read_verified
+from lake_core.integrity import check_bytes, check_footer, checksum
 from lake_core.keyset import KeySet
 from lake_core.loading import Source, read_sources, source_names
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
+from lake_core.reader import OpenObject, row_group_stats
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.snapshot import Snapshot
-from lake_core.stores.base import SyncBatch
+from lake_core.stats import ColumnMeta, column_meta, encode_value
+from lake_core.stitch import StitchError, copy_row_groups, read_footer
+from lake_core.stores.base import ObjectStore, SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_objects
 
@@ -258,10 +264,28 @@ def match_rows(rows: pa.Table, incoming: pa.Table, key: PoolKey) -> Matched:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """Row groups ``first`` to ``stop - 1`` of a rewritten object that hold no incoming key:
+    copied into a new object as they are, not decoded (``data``: the object's bytes), with the
+    metadata they carry (key bounds, row count, column stats)."""
+
+    source: ObjectMeta
+    data: bytes
+    first: int
+    stop: int
+    min: list[Any] | None
+    max: list[Any] | None
+    count: int
+    columns: dict[str, ColumnMeta]
+    footer: list[Any] | None = None  # the object's decoded footer, shared by its runs
+
+
+@dataclass(frozen=True)
 class UpsertPlan:
     """What an upsert does to one snapshot: the objects it read (``read``), those it deletes
     (``deletes``, each holding a matched row), the tables to write per partition value, the
-    row counts, and the schema of the incoming rows it writes (None: it writes none)."""
+    runs of row groups it copies, the row counts, and the schema of the incoming rows it
+    writes (None: it writes none)."""
 
     snapshot: Snapshot
     read: tuple[ObjectMeta, ...]
@@ -272,6 +296,7 @@ class UpsertPlan:
     deleted: int
     incoming_schema: pa.Schema | None
     keys: KeySet = field(default_factory=KeySet)
+    copies: tuple[Copy, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -282,24 +307,104 @@ class UpsertPlan:
         return frozenset(o.id for o in self.read)
 
 
-def _read_all(pool: Pool, objects: Sequence[ObjectMeta]) -> list[pa.Table]:
-    """The stored rows of ``objects``, checked (size, checksum, footer); in parallel where a
-    read waits on the network."""
+@dataclass(frozen=True)
+class _Target:
+    """One target object, opened: its checked bytes and Parquet file."""
 
-    def one(o: ObjectMeta) -> pa.Table:
-        return read_verified(pool.store, pool.id, o, pool.name)
+    meta: ObjectMeta
+    data: bytes
+    file: pq.ParquetFile
 
+
+def _open(pool: Pool, obj: ObjectMeta) -> _Target:
+    """The object's bytes, checked as :func:`~lake_core.integrity.read_verified` checks them
+    (size, checksum, footer), and its Parquet file."""
+    key = pool.layout.data(obj.id)
+    data = pool.store.get(key)
+    check_bytes(obj, data, pool.name)
+    try:
+        file = pq.ParquetFile(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptDataObjectError(obj.id, pool.name, f"not readable as Parquet ({e})") from None
+    check_footer(obj, OpenObject(key, file), pool.name)
+    return _Target(obj, data, file)
+
+
+def _open_all(pool: Pool, objects: Sequence[ObjectMeta]) -> list[_Target]:
+    """:func:`_open` of each; in parallel where a read waits on the network."""
     remote = objects and pool.store.local_path(pool.layout.data(objects[0].id)) is None
     if len(objects) > 1 and remote:
         with ThreadPoolExecutor(max_workers=min(8, len(objects))) as ex:
-            return list(ex.map(one, objects))
-    return [one(o) for o in objects]
+            return list(ex.map(lambda o: _open(pool, o), objects))
+    return [_open(pool, o) for o in objects]
+
+
+def _encoded_key(columns: list[pa.ChunkedArray[Any]], row: int) -> list[Any]:
+    return [encode_value(c.type, c[row].as_py()) for c in columns]
+
+
+def _bounds(
+    columns: list[pa.ChunkedArray[Any]], start: int, stop: int, valid_end: int, desc: bool
+) -> tuple[list[Any] | None, list[Any] | None]:
+    """Key bounds (ascending terms) of rows ``start`` to ``stop - 1`` of a sorted object whose
+    rows from ``valid_end`` on have a null first key field (nulls sort last), as the writer
+    records them."""
+    last = min(stop, valid_end) - 1
+    if last < start:
+        return None, None
+    a, b = _encoded_key(columns, start), _encoded_key(columns, last)
+    return (b, a) if desc else (a, b)
+
+
+def _run_stats(target: _Target, first: int, stop: int) -> dict[str, ColumnMeta]:
+    """Column stats of row groups ``first`` to ``stop - 1``, equal to what the writer records
+    for those rows: from the footer's statistics where every group has them, else by decoding
+    that column of the run."""
+    meta = target.file.metadata
+    schema = target.file.schema_arrow
+    groups = [row_group_stats(meta, g) for g in range(first, stop)]
+    out: dict[str, ColumnMeta] = {}
+    for name, old in target.meta.columns.items():
+        found = [g.get(name) for g in groups]
+        nulls = [f[2] if f is not None else None for f in found]
+        orderable = old.min is not None or old.max is not None
+        bounds = [(f[0], f[1]) if f is not None else (None, None) for f in found]
+        complete = all(n is not None for n in nulls) and (
+            not orderable or all(lo is not None and hi is not None for lo, hi in bounds)
+        )
+        if not complete or name not in schema.names:
+            column = target.file.read_row_groups(list(range(first, stop)), columns=[name]).column(0)
+            out[name] = column_meta(column)
+            continue
+        t = schema.field(name).type
+        lo = hi = None
+        if orderable:
+            lows = [encode_value(t, b[0]) for b in bounds]
+            highs = [encode_value(t, b[1]) for b in bounds]
+            lo = min((v for v in lows if v is not None), default=None)
+            hi = max((v for v in highs if v is not None), default=None)
+        out[name] = ColumnMeta(old.type, lo, hi, sum(n for n in nulls if n is not None))
+    return out
+
+
+def _runs(flags: Sequence[bool]) -> list[tuple[int, int]]:
+    """Maximal runs ``[start, stop)`` of consecutive True flags."""
+    out: list[tuple[int, int]] = []
+    for i, flag in enumerate(flags):
+        if not flag:
+            continue
+        if out and out[-1][1] == i:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
 
 
 def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPlan:
-    """Plan ``incoming`` against ``snapshot`` (see the module docstring): reads the targets,
-    writes nothing. Raises SchemaConflictError when the input no longer unifies with the
-    snapshot's schema, LossyRewriteError when a kept row would change in the rewrite."""
+    """Plan ``incoming`` against ``snapshot`` (see the module docstring): reads the targets
+    (their key columns, then the row groups that hold an incoming key), writes nothing.
+    Raises SchemaConflictError when the input no longer unifies with the snapshot's schema,
+    LossyRewriteError when a kept row would change in the rewrite."""
     key = pool.config.key
     schema = unify_schema(snapshot.schema, incoming.table.schema, incoming.source)
     table = conform_to(incoming.table, schema, exact=False)
@@ -308,12 +413,16 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     matched = np.zeros(table.num_rows, dtype=bool)
     updated = deleted = 0
     deletes: list[ObjectMeta] = []
+    copies: list[Copy] = []
     # Per partition value: the tables to write there and the columns they carry (an object
     # never carries a column none of its rows had).
     pieces: dict[str | None, list[tuple[pa.Table, set[str]]]] = {}
-    for obj, stored in zip(targets, _read_all(pool, targets), strict=True):
-        rows = conform_to(stored, schema, lossless=True)
-        hit = match_rows(rows, flagged, key)
+    for target in _open_all(pool, targets):
+        obj, file = target.meta, target.file
+        present = [f for f in key.fields if f in file.schema_arrow.names]
+        stored_keys = file.read(columns=present)
+        keys_schema = pa.schema([schema.field(f) for f in present])
+        hit = match_rows(conform_to(stored_keys, keys_schema, lossless=True), flagged, key)
         if len(hit.rows) == 0:
             continue  # none of its rows has an incoming key: not rewritten
         matched[hit.incoming] = True
@@ -321,10 +430,18 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         deleted += n_deleted
         updated += len(hit.rows) - n_deleted
         deletes.append(obj)
-        keep = np.ones(rows.num_rows, dtype=bool)
+        keep = np.ones(file.metadata.num_rows, dtype=bool)
         keep[hit.rows] = False
-        if keep.any():
-            kept = rows.filter(pa.array(keep))
+        copied = _plan_copies(target, stored_keys, keep, incoming.keys, key, copies)
+        rewrite = [g for g in range(file.metadata.num_row_groups) if g not in copied]
+        if not rewrite:
+            continue
+        rows = conform_to(file.read_row_groups(rewrite), schema, lossless=True)
+        starts = _group_starts(file)
+        positions = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in rewrite])
+        kept_mask = keep[positions]
+        if kept_mask.any():
+            kept = rows.filter(pa.array(kept_mask))
             pieces.setdefault(obj.partition, []).append((kept, set(obj.columns)))
     inserting = ~incoming.delete
     inserted = int((inserting & ~matched).sum())
@@ -350,6 +467,73 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         deleted,
         table.schema if new_rows.num_rows else None,
         incoming.keys,
+        tuple(copies),
+    )
+
+
+def _group_starts(file: pq.ParquetFile) -> np.ndarray[Any, np.dtype[np.int64]]:
+    """The first row of each row group, and the row count at the end."""
+    sizes = [file.metadata.row_group(g).num_rows for g in range(file.metadata.num_row_groups)]
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def _plan_copies(
+    target: _Target,
+    stored_keys: pa.Table,
+    keep: np.ndarray[Any, np.dtype[np.bool_]],
+    keys: KeySet,
+    key: PoolKey,
+    copies: list[Copy],
+) -> set[int]:
+    """Append to ``copies`` the runs of ``target``'s row groups that a rewrite keeps as they
+    are — groups whose key span holds no incoming key (so no matched row either, and no
+    inserted key lands inside them) — and return their group numbers. The other groups are
+    decoded and written again. Incoming keys between two groups' spans do not touch either:
+    the new object holding them may overlap a copied run, which objects may."""
+    file = target.file
+    starts = _group_starts(file)
+    n = file.metadata.num_row_groups
+    if n < 2 or key.fields[0] not in stored_keys.schema.names:
+        return set()
+    columns = key.key_columns(stored_keys)
+    valid_end = file.metadata.num_rows - columns[0].null_count  # null keys sort last
+    touched = []
+    for g in range(n):
+        a, b = int(starts[g]), int(starts[g + 1])
+        lo, hi = _bounds(columns, a, b, valid_end, key.descending)
+        touched.append(keys.spans(lo, hi) or not keep[a:b].all())
+    out: set[int] = set()
+    runs = _runs([not t for t in touched])
+    try:
+        footer = read_footer(target.data) if runs else None
+    except StitchError:
+        return out  # not a file it can copy groups of: write every group again
+    for a, b in runs:
+        try:
+            lo, hi = _bounds(columns, int(starts[a]), int(starts[b]), valid_end, key.descending)
+            stats = _run_stats(target, a, b)
+        except (pa.ArrowException, ValueError):
+            continue  # footer statistics it cannot read: decode and write the run again
+        count = int(starts[b] - starts[a])
+        copies.append(Copy(target.meta, target.data, a, b, lo, hi, count, stats, footer))
+        out.update(range(a, b))
+    return out
+
+
+def write_copy(store: ObjectStore, pool: Pool, copy: Copy) -> ObjectMeta:
+    """Put the object holding ``copy``'s row groups (bytes copied, not decoded)."""
+    payload = b"".join(copy_row_groups(copy.data, copy.first, copy.stop, copy.footer))
+    object_id = new_id(pool.clock)
+    store.put(pool.layout.data(object_id), payload)
+    return ObjectMeta(
+        id=object_id,
+        min=copy.min,
+        max=copy.max,
+        count=copy.count,
+        size=len(payload),
+        columns=copy.columns,
+        partition=copy.source.partition,
+        checksum=checksum(payload),
     )
 
 
@@ -360,9 +544,9 @@ def write_plan(
     batch: SyncBatch | None = None,
     on_object: Callable[[ObjectMeta], None] | None = None,
 ) -> None:
-    """Write the plan's tables as sorted objects of their partition, appending each to
-    ``written`` as it lands (so a failure can remove them); into ``batch`` without fsync
-    when given (the commit's journal append makes them durable)."""
+    """Write the plan's copied runs and its tables (sorted objects of their partition),
+    appending each object to ``written`` as it lands (so a failure can remove them); into
+    ``batch`` without fsync when given (the commit's journal append makes them durable)."""
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     store = pool.store if batch is None else pool.store.deferring(batch)
 
@@ -371,6 +555,8 @@ def write_plan(
         if on_object is not None:
             on_object(obj)
 
+    for copy in plan.copies:
+        landed(write_copy(store, pool, copy))
     for value, table in plan.tables:
         write_objects(
             store,
@@ -524,6 +710,7 @@ def _result(
 
 __all__ = [
     "UPSERT_FIELD",
+    "Copy",
     "Incoming",
     "Matched",
     "UpsertPlan",
@@ -536,5 +723,6 @@ __all__ = [
     "plan_upsert",
     "prepare",
     "upsert",
+    "write_copy",
     "write_plan",
 ]
