@@ -56,12 +56,18 @@ def deleted_rows(commit: Commit) -> str:
 
 
 def compacted(result: CompactionResult) -> str:
-    """Compaction moves rows, never changes them: the rows it read are the rows it wrote."""
+    """Compaction moves rows, never changes them: the rows it read are the rows it wrote —
+    except the older duplicates of a key a unique pool's compaction drops."""
     rows = result.commit.rows_removed if result.commit is not None else None
+    dropped = (
+        f", removed {count(result.duplicates_removed, 'duplicate row')}"
+        if result.duplicates_removed
+        else ""
+    )
     return (
         f"compacted {count(result.objects_in, 'object')} ({count(rows or 0, 'row')}, "
         f"{format_size(result.bytes_in)}) into {result.objects_out} "
-        f"({format_size(result.bytes_out)}) in {count(result.runs, 'run')}"
+        f"({format_size(result.bytes_out)}) in {count(result.runs, 'run')}{dropped}"
     )
 
 

@@ -121,7 +121,7 @@ def delete_where(
                 pool.store,
                 pool.id,
                 t,
-                pool.config.key,
+                pool.config.key.resolve(schema),
                 options,
                 presorted=True,
                 clock=pool.clock,
@@ -143,9 +143,13 @@ def _drop_all_null_columns(table: pa.Table, obj: ObjectMeta) -> pa.Table:
     return table.select([n for n in table.schema.names if n in obj.columns])
 
 
-def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[ObjectMeta]:
+def _write_plan(
+    pool: Pool, plan: Plan, written: list[ObjectMeta], schema: pa.Schema | None
+) -> list[ObjectMeta]:
     """Write the plan's new tables (appending each object to ``written`` as it lands, so a
-    failure can remove them) and return every object the commit adds."""
+    failure can remove them) and return every object the commit adds. ``schema``: the pool's
+    after the commit (a ``this`` key resolves against it)."""
+    key = pool.config.key.resolve(schema)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     for table, partition in plan.tables:
         if partition is None:  # new rows: split by the pool's partitioning, if any
@@ -153,7 +157,7 @@ def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[Objec
                 pool.store,
                 pool.id,
                 table,
-                pool.config.key,
+                key,
                 options,
                 pool.partition_spec,
                 clock=pool.clock,
@@ -164,7 +168,7 @@ def _write_plan(pool: Pool, plan: Plan, written: list[ObjectMeta]) -> list[Objec
                 pool.store,
                 pool.id,
                 table,
-                pool.config.key,
+                key,
                 options,
                 clock=pool.clock,
                 partition=partition,
@@ -185,10 +189,11 @@ def _commit_plan(
     extra: dict[str, Any],
     prune_columns: bool = False,
     carried_txns: Sequence[Txn] = (),
+    key_schema: pa.Schema | None = None,
 ) -> Commit:
     written: list[ObjectMeta] = []
     with discarding_on_failure(pool, written):
-        adds = _write_plan(pool, plan, written)
+        adds = _write_plan(pool, plan, written, key_schema or schema)
         return pool.commit(
             branch,
             adds,
@@ -400,6 +405,7 @@ def merge(
         meta=meta,
         message=message or f"merged {source} into {into}",
         schema=src.schema,
+        key_schema=schema,
         extra={"merge_source": src_tip},
         # The source's changes come with the transactions that made them (git-like): a file
         # ingested on the branch is not ingested again on the target after the merge.

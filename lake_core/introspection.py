@@ -210,7 +210,7 @@ def objects_table(pool: Pool, ref: str | None = None, as_of: datetime | None = N
         table = table.take(pc.sort_indices(table.column("id")))
     n = table.num_rows
     schema = snap.schema if snap.schema is not None else pa.schema([])
-    key = pool.config.key.fields
+    key = pool.config.key.names(snap.schema)
 
     def target(name: str) -> pa.DataType | None:
         return schema.field(name).type if name in schema.names else None

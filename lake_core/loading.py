@@ -115,7 +115,7 @@ def write_sources(
         # pool.tip raises BranchNotFoundError before any work.
         base_snapshot = pool.snapshot(pool.tip(branch))
     base = base_snapshot.schema
-    table, _ = read_sources(sources, fmt, base)
+    table, schema = read_sources(sources, fmt, base)
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")
     # Schema-mode checks before any object is written: a refused load leaves nothing behind.
@@ -128,7 +128,7 @@ def write_sources(
         pool.store if batch is None else pool.store.deferring(batch),
         pool.id,
         table,
-        pool.config.key,
+        pool.config.key.resolve(schema),  # ``this``: the pool's columns, new ones last
         options,
         pool.partition_spec,
         clock=pool.clock,

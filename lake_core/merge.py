@@ -60,7 +60,7 @@ def merge_sorted(
     iterator is only ever advanced by one thread at a time."""
     k = len(sources)
     sort_keys = key.sort_keys(schema)
-    key_names = [f for f in key.fields if f in schema.names]
+    key_names = [f for f in key.names(schema) if f in schema.names]
     with ThreadPoolExecutor(max_workers=max(1, min(threads, k))) as ex:
         ahead: list[Future[pa.Table | None] | None] = [ex.submit(_next, it) for it in sources]
         bufs: list[pa.Table | None] = [None] * k
@@ -133,6 +133,37 @@ def _fill(
             have += got.num_rows
     if pieces:
         bufs[j] = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
+
+
+class KeepLast:
+    """Drops, from a stream of tables sorted by ``key`` (a stable merge: equal keys in source
+    order, then row order), every row whose next row has an equal key
+    (:meth:`PoolKey.same_as_next`): what is left is the last row of each key — the newest
+    when the sources are in the order they were added. Rows with a null named key are all
+    kept (they equal nothing). ``removed`` counts the rows dropped so far. The last row of
+    each table is held back until the next table shows whether its key goes on."""
+
+    def __init__(self, key: PoolKey) -> None:
+        self.key = key
+        self.removed = 0
+
+    def __call__(self, pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        carry: pa.Table | None = None
+        for piece in pieces:
+            if piece.num_rows == 0:
+                continue
+            table = piece if carry is None else pa.concat_tables([carry, piece])
+            n = table.num_rows
+            same = self.key.same_as_next(table)
+            self.removed += int(same.sum())
+            carry = table.slice(n - 1)
+            body = table.slice(0, n - 1)
+            if same.any():
+                body = body.filter(pa.array(~same))
+            if body.num_rows:
+                yield body
+        if carry is not None:
+            yield carry
 
 
 _DONE = object()

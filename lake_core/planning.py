@@ -169,7 +169,7 @@ class StatsPruner(Pruner):
         self.columns = columns_of(predicate)
 
     def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
-        column = self.key.fields[0]
+        column = self.key.names(self.schema)[0]
         if column not in self.schema.names:
             return None
         try:

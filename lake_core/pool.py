@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         RetainResult,
         VacateResult,
     )
+    from lake_core.dedupe import DedupeResult
     from lake_core.maintenance.policy import CompactionRun
     from lake_core.planning import ReadStats
     from lake_core.scan import Scan
@@ -847,6 +848,23 @@ class Pool:
             return compact(
                 self, branch, ids, guard=check, author=author, message=message, on_run=on_run
             )
+
+    def dedupe(
+        self,
+        branch: str = MAIN,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+        message: str = "",
+    ) -> DedupeResult:
+        """Remove duplicate keys from ``branch`` in one commit, keeping per key the row of the
+        last commit; ``.commit`` is None when there was none. Under the maintenance lock
+        (:mod:`lake_core.dedupe`)."""
+        from lake_core.dedupe import dedupe
+
+        with self._guarded(guard, lock_timeout) as check:
+            return dedupe(self, branch, guard=check, author=author, message=message)
 
     def fragmentation(self, branch: str = MAIN) -> Fragmentation:
         """How far ``branch`` is from compacted (``lake objects --summary``)."""

@@ -89,10 +89,10 @@ class Scan:
         for o in keyed:
             if runs and span_max is not None and _sortable(o.min) <= span_max:
                 runs[-1].append(o)
-                span_max = max(span_max, _sortable(o.max))
+                span_max = max(span_max, _sortable(o.max, upper=True))
             else:
                 runs.append([o])
-                span_max = _sortable(o.max)
+                span_max = _sortable(o.max, upper=True)
         if self.descending:
             runs.reverse()
         if nullkey:
@@ -119,7 +119,8 @@ class Scan:
         self.plan.opened()
         if not groups:
             return
-        wanted = set(self.out_schema.names) | set(self.key.fields)
+        # The key columns order a run's merge (under ``this``: every column).
+        wanted = set(self.out_schema.names) | set(self.key.names(self.pool_schema))
         if self.expr is not None:
             wanted |= columns_of(self.expr)
         read_cols = [n for n in opened.file.schema_arrow.names if n in wanted and n in file_names]
@@ -143,7 +144,7 @@ class Scan:
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""
         nulls: list[pa.Table] = []
-        key0 = self.key.fields[0]
+        key0 = self.key.names(self.pool_schema)[0]
         for run in self._runs():
             pieces: Iterator[pa.Table]
             if len(run) == 1 and self.descending == self.key.descending:
@@ -184,7 +185,18 @@ class Scan:
         return pa.Table.from_batches(list(self.batches()), schema=self.out_schema)
 
 
-def _sortable(bound: list[Any] | None) -> tuple[Any, ...]:
-    """Encoded key bounds as comparable tuples: each field becomes (is null, value), so a null
-    in a secondary key field sorts last instead of failing to compare with a value."""
-    return tuple((v is None, v if v is not None else 0) for v in (bound or ()))
+def _sortable(bound: list[Any] | None, upper: bool = False) -> tuple[Any, ...]:
+    """Encoded key bounds as comparable tuples, cut at the first unknown value (None: a null
+    in a secondary key field, or a value stats do not encode): a lower bound keeps the
+    prefix, which sorts before every key extending it; an upper bound (``upper``) ends in a
+    marker that sorts after them. So bounds shorter than the key (a ``this`` key's objects
+    written before a column was added) and nulls group overlapping objects soundly, in either
+    direction."""
+    out: list[tuple[int, Any]] = []
+    for v in bound or ():
+        if v is None:
+            break
+        out.append((0, v))
+    if upper:
+        out.append((1, 0))
+    return tuple(out)

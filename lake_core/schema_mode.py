@@ -52,7 +52,7 @@ def check_new_columns(
 def check_key_present(mode: str, pool: str, key: PoolKey, table: pa.Table, source: str) -> None:
     """Warn (or, under ``strict``, raise MissingKeyError) when no row of ``table`` has the
     pool key."""
-    if table.num_rows == 0:
+    if table.num_rows == 0 or key.is_this:  # the whole record is never missing
         return
     first = key.fields[0]
     if first in table.schema.names and table.column(first).null_count < table.num_rows:

@@ -3,7 +3,8 @@
 Invariants:
 - every object is sorted by the pool key, nulls last;
 - an object is cut only where the key changes, so a run of equal keys never straddles two
-  objects (an object may exceed the target size to keep a run whole);
+  objects (an object may exceed the target size to keep a run whole); under a resolved
+  ``this`` key, rows whose first column is null count as one run (they all span the top);
 - row groups hold about ``seek_stride`` bytes of uncompressed data, so Parquet's row-group
   statistics act as the seek index for key-range reads;
 - objects are cut near ``target_size`` (compressed) however small the target: a row group
@@ -117,13 +118,17 @@ def write_objects(
 ) -> list[ObjectMeta]:
     """Write ``table`` as one or more sorted objects of pool ``pool_id``; return their metadata.
     Every object records ``partition`` (the caller has split the table by partition) and
-    ``tags``.
+    ``tags``. ``key`` must be resolved (:meth:`PoolKey.resolve` against the pool schema: a
+    ``this`` key's order is the pool's column order, and the table's columns are laid out in
+    it).
 
     ``on_object`` is called after each object lands (progress, and so a caller can remove what
     it wrote if a later step fails).
     """
+    key.require_resolved()
     if table.num_rows == 0:
         return []
+    table = key.layout(table)
     with _Lazy(ENCODE_THREADS, "lake-combine") as ex:
         table = _combined(table, ex)
     order = None if presorted else _sort_order(table, key)
@@ -257,6 +262,7 @@ def write_sorted(
 ) -> list[ObjectMeta]:
     """:func:`write_objects` of ``presorted`` rows arriving as a stream of tables of
     ``schema`` (a streaming compaction's merge): the same cutting, row groups and metadata,
+    (a ``this`` key resolved, and ``schema`` in its column order),
     holding only the rows of the row groups being encoded. ``row_bytes`` sizes row groups;
     when not given (a stream of unknown length), it is taken from the first table.
 
@@ -268,6 +274,7 @@ def write_sorted(
     every thread count writes the same objects, byte for byte. If encoding fails, no further
     object is written and the error is raised; objects already written were passed to
     ``on_object``."""
+    key.require_resolved()
     pending = _Pending(chunks)
     if pending.empty():
         return []
@@ -336,7 +343,13 @@ def write_sorted(
                         last or obj.estimate(per_row) + footer >= options.target_size
                     ) and not pending.empty():
                         prev = [c[group.num_rows - 1] for c in key.key_columns(group)]
-                        run = pending.run_length(key, prev)
+                        cut_key = key
+                        if key.whole and not prev[0].is_valid:
+                            # Rows with a null first field span the top whatever the rest
+                            # holds (policy.span): one object keeps them all, so the objects
+                            # a compaction writes never overlap there.
+                            cut_key, prev = PoolKey(key.fields[:1], key.order), prev[:1]
+                        run = pending.run_length(cut_key, prev)
                         if run:  # keep the run of equal keys whole
                             submit(pending.take(run))
                             obj.pending_rows.append(run)

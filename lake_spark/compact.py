@@ -4,7 +4,9 @@ The driver plans exactly as :func:`lake_core.maintenance.compact` does (the poli
 the given objects per partition), under the caller's maintenance lock. Each run is one task:
 lake_core's ``merge_run`` streams a k-way merge of the run's objects, lake_core's writer writes
 the output near the target size, and the outputs carry the same ``plan_size`` tags, so the
-policy reaches the same fixpoint. The driver then commits the new objects and the deletes of
+policy reaches the same fixpoint. A run's objects travel in snapshot order, so a unique
+pool's tasks keep the newest row per key exactly as the local compaction does (``write_run``
+applies the same rule). The driver then commits the new objects and the deletes of
 every source in one commit, with the caller's ``guard`` checked at the commit point. If any
 task fails, or the commit does (a concurrent delete of a source is a conflict), every object
 any task wrote is removed and the error is raised as the task or the commit raised it.
@@ -68,7 +70,7 @@ def spark_compact(
     one Spark task per run. Same result and guarantees as
     :func:`lake_core.maintenance.compact`; run it under the pool's maintenance lock."""
     snap = pool.snapshot(pool.tip(branch))
-    runs = plan_runs(pool, snap.objects, object_ids)
+    runs = plan_runs(pool, snap.objects, object_ids, snap.schema)
     if not runs:
         return CompactionResult(None)
     schema = snap.schema or pa.schema([])

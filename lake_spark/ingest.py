@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
-from lake_core.errors import EmptyTransactionError
+from lake_core.errors import EmptyTransactionError, UsageError
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, normalize_table, unify_schema
 from lake_core.objects import ObjectMeta
@@ -484,6 +484,12 @@ def spark_load(
     """
     from pyspark.sql import DataFrame
 
+    if pool.config.key.is_this:
+        # The survey samples and range-partitions by named key fields; the whole record's
+        # order is the pool's columns, known only once every chunk is surveyed.
+        raise UsageError(
+            f"pool {pool.name} is keyed by the whole record (this): load it without --spark"
+        )
     tip = pool.tip(branch)  # BranchNotFoundError before any work
     txns = as_txns(txn)
     check_txns(pool.snapshot(tip).txns, txns)

@@ -31,6 +31,7 @@ def all_commands() -> list[click.Command]:
         pool.delete,
         pool.revert,
         maintenance.compact,
+        maintenance.dedupe,
         maintenance.retain,
         maintenance.cleanup,
         maintenance.vacate,

@@ -32,7 +32,7 @@ def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 
     source, ref = lk.pool_ref(pool)
     snap = source.snapshot(source.resolve(ref, parse_time(as_of)))
-    key = source.config.key.fields
+    key = source.config.key.names(snap.schema)
     columns = snap.schema
     rows = []
     for f in columns if columns is not None else []:

@@ -1,5 +1,5 @@
-"""``lake compact``, ``retain``, ``cleanup``, ``vacate``, ``purge``, ``partitions``,
-``drop-partition``.
+"""``lake compact``, ``dedupe``, ``retain``, ``cleanup``, ``vacate``, ``purge``,
+``partitions``, ``drop-partition``.
 
 Every mutating maintenance command takes the pool's maintenance lock (ZooKeeper with ``--zk``
 or ``LAKE_ZOOKEEPER``, else a local file lock), plans only once it holds it, and checks the
@@ -72,6 +72,35 @@ def compact(
         sys.stderr.write("\n")
     for line in report.compacted_lines(result):
         say(line)
+
+
+@command(
+    "dedupe",
+    "remove duplicate keys in one commit, keeping per key the row of the last commit",
+    "  lake dedupe -p customers\n  lake dedupe -p customers@dev -f json\n",
+)
+@pool_option("POOL[@BRANCH]", "the pool, optionally @BRANCH (default main)")
+@lock_timeout_option()
+@format_option("table", "json", help="table: the lines below; json: one object of the counts")
+@pass_lake
+def dedupe(lk: LakeContext, pool: str, lock_timeout: float, fmt: str) -> None:
+    target, branch = lk.pool_ref(pool)
+    result = target.dedupe(branch or MAIN, lock_timeout=lock_timeout)
+    if fmt == "json":
+        say(json.dumps(result.to_json()))
+        return
+    if result.commit is None:
+        say(
+            f"no duplicates (examined {report.count(result.objects_examined, 'object')}, "
+            f"skipped {result.objects_skipped})"
+        )
+        return
+    say(f"{result.commit.id} committed")
+    say(
+        f"removed {report.count(result.rows_removed, 'duplicate row')}: examined "
+        f"{report.count(result.objects_examined, 'object')} (skipped {result.objects_skipped}), "
+        f"rewrote {result.objects_rewritten} into {result.objects_written}"
+    )
 
 
 @command(

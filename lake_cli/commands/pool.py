@@ -67,7 +67,8 @@ def init(lk: LakeContext) -> None:
     "--orderby",
     default="ts:desc",
     metavar="KEY[,KEY…][:asc|:desc]",
-    help="the pool key: fields (distinct column names) and direction (default ts:desc)",
+    help="the pool key: fields (distinct column names) and direction (default ts:desc); "
+    "this: the whole record",
 )
 @option(
     "--partition-by",
@@ -399,8 +400,11 @@ def _limited(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[pa.Recor
         yield batch
 
 
-def _bound(obj: Any, pool: Pool, which: str) -> Any:
-    bound = obj.decoded_bound(pool.config.key.fields, which)
+def _bound(obj: Any, pool: Pool, which: str, schema: Any = None) -> Any:
+    key = pool.config.key
+    if key.is_this and schema is None:  # which column each value is needs the pool schema
+        return obj.min if which == "min" else obj.max
+    bound = obj.decoded_bound(key.names(schema), which)
     if bound is None:
         return None
     return bound[0] if len(bound) == 1 else bound
@@ -441,8 +445,8 @@ def objects(
     rows = [
         {
             "id": o.id,
-            "min": _bound(o, source, "min"),
-            "max": _bound(o, source, "max"),
+            "min": _bound(o, source, "min", snap.schema),
+            "max": _bound(o, source, "max", snap.schema),
             "count": o.count,
             # Bytes for scripts, readable sizes for people.
             "size": o.size if fmt != "table" else human_size(o.size),

@@ -6,6 +6,13 @@ waited must not act on a stale plan). The commit re-checks that every source is 
 concurrent delete (or revert, or a compaction that slipped past a lost lock) makes it fail with
 a conflict and remove the objects it wrote, so rows are never resurrected or duplicated. Loads
 racing a compaction never conflict: they only add objects.
+
+A run's objects are merged in snapshot order (the order they were added: oldest first), so
+equal keys come out oldest first. On a unique pool (``PoolConfig.unique``) the merge then
+keeps only the last row of each key (:class:`~lake_core.merge.KeepLast`): the newest, as an
+upsert would have left it. Upserts leave no duplicate keys, but a branch merge can bring
+some; compaction never resurrects the replaced row. Such a commit removed rows, so it is
+recorded as ``kind: dedupe`` (not a layout-only compaction).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from lake_core.maintenance.policy import (
     planned_size,
     span,
 )
-from lake_core.merge import DEFAULT_WINDOW_BYTES, batch_rows, merge_sorted, read_ahead
+from lake_core.merge import DEFAULT_WINDOW_BYTES, KeepLast, batch_rows, merge_sorted, read_ahead
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.writer import WriteOptions, write_sorted
@@ -49,6 +56,8 @@ class CompactionResult:
     objects_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    #: Rows dropped as older duplicates of a key (unique pools only).
+    duplicates_removed: int = 0
 
 
 def _explicit_runs(pool: Pool, snap_objects: Any, ids: list[str]) -> list[CompactionRun]:
@@ -56,7 +65,8 @@ def _explicit_runs(pool: Pool, snap_objects: Any, ids: list[str]) -> list[Compac
     if missing:
         raise NotFoundError("object", missing[0], f"not live in pool {pool.name}")
     by_partition: dict[str | None, list[ObjectMeta]] = {}
-    for i in dict.fromkeys(ids):
+    wanted = set(ids)
+    for i in (i for i in snap_objects if i in wanted):  # snapshot order
         o = snap_objects[i]
         by_partition.setdefault(o.partition, []).append(o)
     runs = [CompactionRun(p, tuple(objs)) for p, objs in by_partition.items() if len(objs) >= 2]
@@ -72,12 +82,13 @@ def run_schema(run: CompactionRun, schema: pa.Schema) -> pa.Schema:
 def merge_run(
     pool: Pool, run: CompactionRun, schema: pa.Schema, *, window_bytes: int = DEFAULT_WINDOW_BYTES
 ) -> Iterator[pa.Table]:
-    """The rows of ``run``'s objects in pool-key order (ties in object-id order, then row
-    order), streamed as sorted tables of :func:`run_schema`: a k-way merge of the objects,
+    """The rows of ``run``'s objects in pool-key order (ties in the run's object order — the
+    snapshot's, oldest first, as :func:`plan_runs` gives it — then row order), streamed as
+    sorted tables of :func:`run_schema`: a k-way merge of the objects,
     which are each sorted already (the writer's invariant), reading about ``window_bytes`` (as Parquet's
     uncompressed size) at a time over all objects, a batch ahead on a few threads."""
     fitted = run_schema(run, schema)
-    ordered = sorted(run.objects, key=lambda o: o.id)
+    ordered = list(run.objects)
 
     def read(o: ObjectMeta) -> Iterator[pa.Table]:
         # Every byte is fetched anyway: check it is the object the commit recorded.
@@ -92,14 +103,26 @@ def merge_run(
             # pool's float64 would round stops the compaction instead.
             yield conform_to(pa.Table.from_batches([batch]), fitted, lossless=True)
 
-    return merge_sorted([read(o) for o in ordered], pool.config.key, fitted)
+    return merge_sorted([read(o) for o in ordered], pool.config.key.resolve(schema), fitted)
 
 
-def plan_runs(pool: Pool, objects: Any, object_ids: list[str] | None) -> list[CompactionRun]:
-    """The runs to compact: ``object_ids`` merged together per partition, or the policy's."""
+def plan_runs(
+    pool: Pool, objects: Any, object_ids: list[str] | None, schema: pa.Schema | None = None
+) -> list[CompactionRun]:
+    """The runs to compact: ``object_ids`` merged together per partition, or the policy's
+    (``schema``: the pool's, which a ``this`` key resolves against). Each run's objects are
+    in snapshot order (oldest first), which a unique pool's merge takes as recency."""
     if object_ids:
         return _explicit_runs(pool, objects, object_ids)
-    return plan_compaction(list(objects.values()), pool.config.key.fields, pool.config.target_size)
+    key = pool.config.key
+    runs = plan_compaction(
+        list(objects.values()), key.names(schema), pool.config.target_size, key.descending
+    )
+    position = {oid: i for i, oid in enumerate(objects)}
+    return [
+        CompactionRun(r.partition, tuple(sorted(r.objects, key=lambda o: position[o.id])))
+        for r in runs
+    ]
 
 
 def write_run(
@@ -112,13 +135,16 @@ def write_run(
     each output stands for so the policy sees the same sums next time and reaches a fixpoint
     (see policy.py). Not committed. Runs on the driver or inside a Spark task alike."""
     target = pool.config.target_size
+    merged = merge_run(pool, run, schema)
+    if getattr(pool.config, "unique", False):  # PoolConfig.unique lands with upserts
+        merged = KeepLast(pool.config.key.resolve(schema))(merged)
     # The merge runs on a thread a piece ahead, so it overlaps the encoding of the last piece.
     written = write_sorted(
         pool.store,
         pool.id,
-        read_ahead(merge_run(pool, run, schema), depth=1),
+        read_ahead(merged, depth=1),
         run_schema(run, schema),
-        pool.config.key,
+        pool.config.key.resolve(schema),
         WriteOptions(target, pool.config.seek_stride),
         clock=pool.clock,
         partition=run.partition,
@@ -144,6 +170,8 @@ def commit_compaction(
     deletes = [o.id for r in runs for o in r.objects]
     bytes_in = sum(o.size for r in runs for o in r.objects)
     bytes_out = sum(o.size for o in adds)
+    # Only a unique pool's merge drops rows (older duplicates of a key).
+    removed = sum(o.count for r in runs for o in r.objects) - sum(o.count for o in adds)
     stats = {
         "runs": len(runs),
         "objects_in": len(deletes),
@@ -151,6 +179,10 @@ def commit_compaction(
         "bytes_in": bytes_in,
         "bytes_out": bytes_out,
     }
+    text = f"compacted {len(deletes)} objects into {len(adds)}"
+    if removed:
+        stats["duplicates_removed"] = removed
+        text += f", removed {removed} duplicate rows"
     with discarding_on_failure(pool, adds):
         commit = pool.commit(
             branch,
@@ -158,11 +190,14 @@ def commit_compaction(
             deletes,
             author=author,
             guard=guard,
-            message=message or f"compacted {len(deletes)} objects into {len(adds)}",
+            message=message or text,
             meta={"compaction": stats},
-            extra={"kind": "compaction"},
+            # Rows removed: not a layout-only commit (history treats it as a change).
+            extra={"kind": "dedupe" if removed else "compaction"},
         )
-    return CompactionResult(commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out)
+    return CompactionResult(
+        commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out, removed
+    )
 
 
 def compact(
@@ -177,7 +212,7 @@ def compact(
 ) -> CompactionResult:
     """Compact ``object_ids`` (merged together per partition), or what the policy picks."""
     snap = pool.snapshot(pool.tip(branch))
-    runs = plan_runs(pool, snap.objects, object_ids)
+    runs = plan_runs(pool, snap.objects, object_ids, snap.schema)
     if not runs:
         return CompactionResult(None)
     schema = snap.schema or pa.schema([])
@@ -217,13 +252,16 @@ def fragmentation(pool: Pool, branch: str = MAIN) -> Fragmentation:
     (bytes written by loads and compactions ÷ bytes loaded)."""
     snap = pool.snapshot(pool.tip(branch))
     objs = list(snap.objects.values())
-    fields = pool.config.key.fields
+    fields = pool.config.key.names(snap.schema)
+    desc = pool.config.key.descending
     overlapping = set()
     by_partition: dict[str | None, list[ObjectMeta]] = {}
     for o in objs:
         by_partition.setdefault(o.partition, []).append(o)
     for group in by_partition.values():
-        spans = sorted(((span(o, fields), o.id) for o in group), key=lambda s: SpanOrder(s[0][0]))
+        spans = sorted(
+            ((span(o, fields, desc), o.id) for o in group), key=lambda s: SpanOrder(s[0][0])
+        )
         end: Any = None
         prev_id = None
         for (lo, hi), oid in spans:
@@ -232,7 +270,7 @@ def fragmentation(pool: Pool, branch: str = MAIN) -> Fragmentation:
             end = hi if end is None or key_lt(end, hi) else end
             prev_id = oid
     small = sum(1 for o in objs if planned_size(o) < pool.config.target_size // 2)
-    runs = plan_compaction(objs, fields, pool.config.target_size)
+    runs = plan_compaction(objs, fields, pool.config.target_size, desc)
     loaded = rewritten = 0
     for c in pool.log(branch):
         added = sum(o.size for o in c.adds())

@@ -109,7 +109,7 @@ def rewrite_partition(
     txns = as_txns(txn)
     snap = pool.snapshot(pool.tip(branch))
     check_txns(snap.txns, txns)  # early, before reading; the commit re-checks at its parent
-    table, _ = read_sources(sources, fmt, snap.schema)
+    table, schema = read_sources(sources, fmt, snap.schema)
     if table.num_rows:
         mode, what = pool.config.schema_mode, f"the input of partition {value}"
         check_new_columns(mode, pool.name, snap.schema, table.schema, what)
@@ -129,7 +129,7 @@ def rewrite_partition(
                 pool.store,
                 pool.id,
                 table,
-                pool.config.key,
+                pool.config.key.resolve(schema),
                 options,
                 clock=pool.clock,
                 partition=value,

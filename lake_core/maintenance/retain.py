@@ -106,7 +106,7 @@ def time_column(pool: Pool, schema: pa.Schema | None) -> TimeColumn:
     spec = pool.partition_spec
     if spec is not None and spec.transform in _TIME_TRANSFORMS:
         return TimeColumn(spec.column, "partition")
-    first = pool.config.key.fields[0]
+    first = pool.config.key.names(schema)[0]
     kind = "missing"
     if schema is not None and first in schema.names:
         t = schema.field(first).type
@@ -218,7 +218,7 @@ def retain(
                     pool.store,
                     pool.id,
                     kept,
-                    pool.config.key,
+                    pool.config.key.resolve(snap.schema),
                     options,
                     presorted=True,  # a filter keeps the object's key order
                     clock=pool.clock,
