@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from lake_core.counting import CountResult
+    from lake_core.dedupe import DedupeResult
     from lake_core.diff import SnapshotDiff
     from lake_core.grouping import GroupCommitter
     from lake_core.integrity import Verdict
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
         RetainResult,
         VacateResult,
     )
-    from lake_core.dedupe import DedupeResult
     from lake_core.maintenance.policy import CompactionRun
     from lake_core.planning import ReadStats
     from lake_core.scan import Scan

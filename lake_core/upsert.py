@@ -183,10 +183,11 @@ def prepare(
     SchemaConflictError, SchemaModeError, MissingKeyError, EmptyTransactionError for no
     records), evaluate ``delete_when`` over the input rows (ExpressionError when it does not
     apply to them) and keep the last row per key. Writes nothing."""
-    table, _ = read_sources(sources, fmt, base_schema)
+    table, unified = read_sources(sources, fmt, base_schema)
     if table.num_rows == 0:
         raise EmptyTransactionError("no records in the input")
     names = source_names(sources)
+    key = pool.config.key.resolve(unified)  # ``this``: the pool's columns
     mode = pool.config.schema_mode
     check_new_columns(mode, pool.name, base_schema, table.schema, names)
     check_key_present(mode, pool.name, pool.config.key, table, names)
@@ -197,10 +198,10 @@ def prepare(
         positions = pa.array(np.arange(table.num_rows, dtype=np.int64))
         hits = table.append_column(_POS, positions).filter(predicate).column(_POS)
         delete[hits.to_numpy()] = True
-    kept = last_per_key(table, pool.config.key)
+    kept = last_per_key(table, key)
     if len(kept) < table.num_rows:
         table, delete = table.take(pa.array(kept)), delete[kept]
-    keys = KeySet.of_columns(pool.config.key.key_columns(table))
+    keys = KeySet.of_columns(key.key_columns(table))
     return Incoming(table, delete, keys, names)
 
 
@@ -405,8 +406,8 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     (their key columns, then the row groups that hold an incoming key), writes nothing.
     Raises SchemaConflictError when the input no longer unifies with the snapshot's schema,
     LossyRewriteError when a kept row would change in the rewrite."""
-    key = pool.config.key
     schema = unify_schema(snapshot.schema, incoming.table.schema, incoming.source)
+    key = pool.config.key.resolve(schema)  # ``this``: the pool's columns, new ones last
     table = conform_to(incoming.table, schema, exact=False)
     targets = plan_targets(snapshot, key, incoming.keys)
     flagged = table.append_column(_DEL, pa.array(incoming.delete))
@@ -549,6 +550,10 @@ def write_plan(
     ``batch`` without fsync when given (the commit's journal append makes them durable)."""
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     store = pool.store if batch is None else pool.store.deferring(batch)
+    schema = plan.snapshot.schema
+    if plan.incoming_schema is not None:
+        schema = unify_schema(schema, plan.incoming_schema, "upsert")
+    key = pool.config.key.resolve(schema)
 
     def landed(obj: ObjectMeta) -> None:
         written.append(obj)
@@ -562,7 +567,7 @@ def write_plan(
             store,
             pool.id,
             table,
-            pool.config.key,
+            key,
             options,
             clock=pool.clock,
             on_object=landed,

@@ -136,7 +136,7 @@ def write_run(
     (see policy.py). Not committed. Runs on the driver or inside a Spark task alike."""
     target = pool.config.target_size
     merged = merge_run(pool, run, schema)
-    if getattr(pool.config, "unique", False):  # PoolConfig.unique lands with upserts
+    if pool.config.unique:
         merged = KeepLast(pool.config.key.resolve(schema))(merged)
     # The merge runs on a thread a piece ahead, so it overlaps the encoding of the last piece.
     written = write_sorted(

@@ -197,3 +197,23 @@ def test_this_pool_refuses_unorderable_columns(lake_uri: str) -> None:
     with pytest.raises(KeyTypeError):
         pool.load([pa.table({"a": [2], "tags": pa.array([["x", "y"]])})])
     assert pool.tip() == tip  # nothing changed
+
+
+def test_unique_this_pool_upserts_identical_records_once(lake_uri: str) -> None:
+    lake = Lake.init(lake_uri)
+    pool = lake.create_pool("u", "this:asc", unique=True)
+    pool.load([pa.table({"a": [1, 2, 2], "b": ["x", "y", "y"]})])  # a duplicate inside
+    pool.load([pa.table({"b": ["y", "z"], "a": [2, 3]})])  # columns in another order
+    pool.load([pa.table({"a": [1], "b": ["x"], "c": [True]})])  # a new column: a new record
+    assert sorted(map(str, pool.read().to_pylist())) == sorted(
+        map(
+            str,
+            [
+                {"a": 1, "b": "x", "c": None},
+                {"a": 1, "b": "x", "c": True},
+                {"a": 2, "b": "y", "c": None},
+                {"a": 3, "b": "z", "c": None},
+            ],
+        )
+    )
+    assert pool.dedupe().commit is None  # the upserts left no duplicate
