@@ -44,6 +44,9 @@ class KeySet:
     keys: tuple[tuple[Any, ...], ...] = ()
     width: int = 1
     opaque: bool = False
+    #: Every object meets the set, even one whose first key field is null in every row: a
+    #: whole-record (``this``) key holding a null, which matches an equal record.
+    everything: bool = False
 
     @classmethod
     def of_columns(cls, columns: Sequence[pa.ChunkedArray[Any] | pa.Array[Any]]) -> KeySet:
@@ -91,10 +94,12 @@ class KeySet:
         return len(self.keys)
 
     def __bool__(self) -> bool:
-        return bool(self.keys) or self.opaque
+        return bool(self.keys) or self.opaque or self.everything
 
     def spans(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> bool:
         """Whether the closed span ``[lo, hi]`` (ascending terms) contains one of the keys."""
+        if self.everything:
+            return True
         if lo is None or hi is None:
             return False  # the object's first key field is null in every row: no key matches
         if self.opaque:

@@ -162,6 +162,32 @@ class PoolKey:
     def key_at(self, columns: list[pa.ChunkedArray[Any]], row: int) -> tuple[Any, ...]:
         return tuple(c[row].as_py() for c in columns)
 
+    @property
+    def nulls_match(self) -> bool:
+        """Whether a null key value equals a null (the whole record: a null is a value like
+        any other); a named key with a null field equals nothing."""
+        return self.is_this or self.whole
+
+    def match_columns(
+        self, table: pa.Table, schema: pa.Schema | None = None
+    ) -> list[pa.ChunkedArray[Any]]:
+        """Columns an equality join on the key can use (:meth:`key_columns` for a named key).
+        Under ``this`` (nulls match), every leaf of the key — struct fields flattened —
+        becomes its validity and its values with nulls filled by a fixed value of the type,
+        so two equal records join whatever they lack. Tables joined with each other must
+        hold the same key columns and types (conform them to the pool schema first)."""
+        columns = self.key_columns(table, schema)
+        if not self.nulls_match:
+            return columns
+        out: list[pa.ChunkedArray[Any]] = []
+        for column in columns:
+            for part in _comparable(column.combine_chunks()):
+                out.append(pa.chunked_array([part.is_valid()]))
+                if not pa.types.is_null(part.type):
+                    filled: Any = pc.fill_null(part, _filler(part.type))
+                    out.append(pa.chunked_array([filled]))
+        return out
+
     def same_as_next(
         self, table: pa.Table, schema: pa.Schema | None = None
     ) -> np.ndarray[Any, np.dtype[np.bool_]]:
@@ -174,7 +200,7 @@ class PoolKey:
         n = table.num_rows
         if n < 2:
             return np.zeros(max(0, n - 1), dtype=np.bool_)
-        nulls_match = self.is_this or self.whole
+        nulls_match = self.nulls_match
         same = np.ones(n - 1, dtype=np.bool_)
         for column in self.key_columns(table, schema):
             for part in _comparable(column.combine_chunks()):
@@ -191,6 +217,16 @@ class PoolKey:
                     eq = pc.fill_null(eq, False)
                 same &= eq.to_numpy(zero_copy_only=False)
         return same
+
+
+def _filler(t: pa.DataType) -> pa.Scalar[Any]:
+    """Some value of type ``t`` (which one does not matter: validity tells nulls apart)."""
+    for seed in (0, "", False):
+        try:
+            return pa.scalar(seed).cast(t)
+        except (pa.ArrowException, ValueError, TypeError):
+            continue
+    raise KeyTypeError("this", str(t))
 
 
 def _comparable(column: pa.Array[Any]) -> list[pa.Array[Any]]:

@@ -136,14 +136,18 @@ class Incoming:
 
 
 def key_table(table: pa.Table, key: PoolKey) -> pa.Table:
-    """``table``'s key columns, named ``__lakepool_k<i>__`` (a field it lacks is all null)."""
-    columns = key.key_columns(table)
+    """``table``'s key columns, named ``__lakepool_k<i>__`` (a field it lacks is all null);
+    under ``this``, null-safe (:meth:`PoolKey.match_columns`)."""
+    columns = key.match_columns(table)
     return pa.Table.from_arrays(columns, names=[_key_name(i) for i in range(len(columns))])
 
 
-def _valid(keys: pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Per row: every key field is non-null (a key that can match)."""
+def _valid(keys: pa.Table, key: PoolKey) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per row: every key field is non-null (a key that can match); every row under
+    ``this``, where nulls are values."""
     mask = np.ones(keys.num_rows, dtype=bool)
+    if key.nulls_match:
+        return mask
     for column in keys.columns:
         if column.null_count:
             mask &= pc.is_valid(column).to_numpy(zero_copy_only=False)
@@ -155,7 +159,7 @@ def last_per_key(table: pa.Table, key: PoolKey) -> np.ndarray[Any, np.dtype[np.i
     every row whose key has a null field (such keys never match, so never collapse)."""
     keys = key_table(table, key)
     positions = np.arange(table.num_rows, dtype=np.int64)
-    valid = _valid(keys)
+    valid = _valid(keys, key)
     keyed = keys.filter(pa.array(valid)).append_column(_POS, pa.array(positions[valid]))
     if keyed.num_rows == 0:
         return positions
@@ -201,8 +205,18 @@ def prepare(
     kept = last_per_key(table, key)
     if len(kept) < table.num_rows:
         table, delete = table.take(pa.array(kept)), delete[kept]
-    keys = KeySet.of_columns(key.key_columns(table))
+    keys = incoming_keys_of(table, key)
     return Incoming(table, delete, keys, names)
+
+
+def incoming_keys_of(table: pa.Table, key: PoolKey) -> KeySet:
+    """The :class:`KeySet` of ``table``'s keys. Under ``this`` a record holding a null (a
+    column it lacks, too) matches an equal record, which may lie in any object: the set then
+    meets every object (sound; such an upsert reads every live object)."""
+    columns = key.key_columns(table)
+    if key.nulls_match and any(c.null_count for c in columns):
+        return KeySet((), len(columns), opaque=True, everything=True)
+    return KeySet.of_columns(columns)
 
 
 def plan_targets(
@@ -214,7 +228,7 @@ def plan_targets(
     keys = (
         incoming_keys
         if isinstance(incoming_keys, KeySet)
-        else KeySet.of_columns(key.key_columns(incoming_keys))
+        else incoming_keys_of(incoming_keys, key)
     )
     if not keys:
         return []
@@ -237,11 +251,11 @@ def match_rows(rows: pa.Table, incoming: pa.Table, key: PoolKey) -> Matched:
     pool key; rows whose key has a null field match nothing. ``incoming`` may carry a bool
     column ``__lakepool_del__`` (delete rows)."""
     left = key_table(rows, key)
-    left_ok = _valid(left)
+    left_ok = _valid(left, key)
     left = left.append_column(_ROW, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
     left = left.filter(pa.array(left_ok))
     right = key_table(incoming, key)
-    right_ok = _valid(right)
+    right_ok = _valid(right, key)
     right = right.append_column(_POS, pa.array(np.arange(incoming.num_rows, dtype=np.int64)))
     flags = (
         incoming.column(_DEL)
@@ -410,7 +424,10 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     key = pool.config.key.resolve(schema)  # ``this``: the pool's columns, new ones last
     table = conform_to(incoming.table, schema, exact=False)
     targets = plan_targets(snapshot, key, incoming.keys)
-    flagged = table.append_column(_DEL, pa.array(incoming.delete))
+    # Under ``this`` both sides of the join hold every pool column (typed nulls where a
+    # record lacks one), so equal records join whatever columns they were written with.
+    joinable = conform_to(incoming.table, schema) if key.nulls_match else table
+    flagged = joinable.append_column(_DEL, pa.array(incoming.delete))
     matched = np.zeros(table.num_rows, dtype=bool)
     updated = deleted = 0
     deletes: list[ObjectMeta] = []
@@ -422,7 +439,9 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         obj, file = target.meta, target.file
         present = [f for f in key.fields if f in file.schema_arrow.names]
         stored_keys = file.read(columns=present)
-        keys_schema = pa.schema([schema.field(f) for f in present])
+        keys_schema = pa.schema(
+            [schema.field(f) for f in (key.fields if key.nulls_match else present)]
+        )
         hit = match_rows(conform_to(stored_keys, keys_schema, lossless=True), flagged, key)
         if len(hit.rows) == 0:
             continue  # none of its rows has an incoming key: not rewritten

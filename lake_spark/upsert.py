@@ -56,6 +56,7 @@ from lake_core.errors import (
     CommitConflictError,
     EmptyTransactionError,
     RetriesExhaustedError,
+    UsageError,
     WriteWindowExpiredError,
 )
 from lake_core.expr import parse_predicate, to_arrow_expression
@@ -236,6 +237,12 @@ def spark_upsert(
     docstring for how). Nothing is visible, and no object is left behind, on failure; a
     racing commit makes it re-plan from the new tip, up to :data:`MAX_ATTEMPTS` plans
     (then RetriesExhaustedError)."""
+    if pool.config.key.is_this:
+        # Key ranges are cut from sampled named key fields; the whole record's order is the
+        # pool's columns, known only once every chunk is surveyed.
+        raise UsageError(
+            f"pool {pool.name} is keyed by the whole record (this): upsert it without --spark"
+        )
     snap = pool.snapshot(pool.tip(branch))  # BranchNotFoundError before any work
     txns = as_txns(txn)
     check_txns(snap.txns, txns)

@@ -217,3 +217,37 @@ def test_unique_this_pool_upserts_identical_records_once(lake_uri: str) -> None:
         )
     )
     assert pool.dedupe().commit is None  # the upserts left no duplicate
+
+
+def test_unique_this_pool_matches_records_whatever_they_lack(lake_uri: str) -> None:
+    lake = Lake.init(lake_uri)
+    pool = lake.create_pool("u", "this:asc", unique=True)
+    pool.load([pa.table({"a": [1, 2, None], "b": ["x", None, "w"]})])
+    pool.load([pa.table({"a": [5], "b": ["v"], "s": pa.array([{"f": 1}])})])  # adds s
+    # The same records again, now lacking s (null there, as in the first load's objects),
+    # a struct record again, and a new one.
+    commit = pool.load(
+        [
+            pa.table({"b": [None, "w", "x"], "a": [2, None, 1]}),
+            pa.table({"a": [5, 6], "b": ["v", "u"], "s": pa.array([{"f": 1}, None])}),
+        ]
+    )
+    assert commit.extra["upsert"] == {"inserted": 1, "updated": 4, "deleted": 0}
+    got = pool.read().to_pylist()
+    assert len(got) == 5
+    assert pool.dedupe().commit is None
+
+
+def test_spark_load_and_upsert_refuse_this_pools(tmp_path: Any) -> None:
+    from lake_spark import spark_load, spark_upsert
+
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("t", "this")
+    f = tmp_path / "rows.ndjson"
+    f.write_text('{"a": 1}\n')
+    # Refused before Spark is touched (no session needed) and before anything is written.
+    with pytest.raises(UsageError, match="whole record"):
+        spark_load(None, pool, [str(f)])  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="whole record"):
+        spark_upsert(None, pool, [str(f)])  # type: ignore[arg-type]
+    assert pool.tip() is None
