@@ -210,3 +210,64 @@ def test_dedupe_cli(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
         assert code == status, (args, err)
         assert out == "" and len(err.splitlines()) == 1 and err.startswith("error: "), err
     assert _state(lake_uri) == before  # nothing changed
+
+
+UPSERTERS = 3
+UPSERTS_EACH = 6
+
+
+def test_dedupe_racing_upserts_equals_a_serial_replay(lake_uri: str) -> None:
+    """Three upserting processes and one deduping process on a pool full of duplicates:
+    afterwards every key an upsert touched holds the value of the last such upsert in commit
+    order, exactly once, and every other key its newest initial row (no replaced row came
+    back)."""
+    import multiprocessing as mp
+
+    from tests.workers_dedupe import deduper, upserter
+
+    lake = Lake.init(lake_uri)
+    pool = lake.create_pool("k", "id:asc")
+    for i in range(4):  # every key 0-39 four times; the newest is init3
+        pool.load([pa.table({"id": pa.array(range(40), pa.int64()), "v": [f"init{i}"] * 40})])
+    ctx = mp.get_context("spawn")
+    out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(UPSERTERS + 1)
+    procs = [
+        ctx.Process(target=upserter, args=(lake_uri, "k", w, UPSERTS_EACH, start, out))
+        for w in range(UPSERTERS)
+    ]
+    procs.append(ctx.Process(target=deduper, args=(lake_uri, "k", stop, start, out)))
+    for proc in procs:
+        proc.start()
+    reports: list[tuple[Any, ...]] = []
+    try:
+        reports += [out.get(timeout=240) for _ in range(UPSERTERS)]
+        stop.set()
+        reports.append(out.get(timeout=240))
+        for proc in procs:
+            proc.join(60)
+    finally:
+        stop.set()
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    upserts = [u for r in reports if r[0] == "upserter" for u in r[2]]
+    ((_, dedupes, _conflicts),) = [r for r in reports if r[0] == "deduper"]
+    assert len(upserts) == UPSERTERS * UPSERTS_EACH and dedupes
+
+    order = {c.id: n for n, c in enumerate(reversed(list(pool.log())))}  # commit order
+    expected: dict[int, str] = {k: "init3" for k in range(40)}
+    for _, values in sorted(upserts, key=lambda u: order[u[0]]):
+        expected.update(values)
+    rows = list(zip(pool.read()["id"].to_pylist(), pool.read()["v"].to_pylist(), strict=True))
+    touched = {k for _, values in upserts for k in values}
+    for k, v in rows:
+        if k in touched:
+            assert v == expected[k], (k, v)  # an upsert's value, never a replaced row
+        else:
+            assert v.startswith("init"), (k, v)
+    assert sorted(k for k, _ in rows if k in touched) == sorted(touched)  # once each
+    # What is left to dedupe is only the untouched keys' older initial rows.
+    pool.dedupe()
+    final = dict(zip(pool.read()["id"].to_pylist(), pool.read()["v"].to_pylist(), strict=True))
+    assert pool.read().num_rows == len(final) and final == expected

@@ -437,6 +437,34 @@ def test_spark_compaction_of_explicit_objects(spark: Any, lake: Lake) -> None:
     assert pool.read()["ts"].to_pylist() == [1, 2, 3, 5, 6]
 
 
+def _merged_duplicates(lake: Lake, name: str) -> Pool:
+    """A unique pool into which a branch merge brought duplicate keys (dev's are newer)."""
+    pool = lake.create_pool(name, "id:asc", unique=True, target_size=2_000, seek_stride=1024)
+    pool.load([pa.table({"id": list(range(60)), "v": ["a"] * 60})])
+    pool.create_branch("dev")
+    pool.load([pa.table({"id": list(range(0, 60, 2)), "v": ["main"] * 30})])
+    pool.load([pa.table({"id": list(range(0, 60, 3)), "v": ["dev"] * 20})], "dev")
+    pool.merge("dev", "main")
+    return pool
+
+
+def test_spark_compaction_of_a_unique_pool_keeps_the_newest_row_per_key(
+    spark: Any, lake: Lake
+) -> None:
+    local = _merged_duplicates(lake, "l")
+    remote = _merged_duplicates(lake, "r")
+    assert remote.read().num_rows > 60
+    ids = [o for o in remote.snapshot(remote.tip()).objects]
+    expected = compact(local, object_ids=list(local.snapshot(local.tip()).objects))
+    result = spark_compact(spark, remote, object_ids=ids)
+    assert result.duplicates_removed == expected.duplicates_removed > 0
+    assert result.commit is not None and result.commit.extra["kind"] == "dedupe"
+    got = remote.read()
+    assert got.num_rows == 60 and got.equals(local.read())
+    want = ["dev" if i % 3 == 0 else "main" if i % 2 == 0 else "a" for i in range(60)]
+    assert got["v"].to_pylist() == want
+
+
 # -- reading and deleting ---------------------------------------------------------------------
 
 
