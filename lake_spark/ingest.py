@@ -481,6 +481,8 @@ def spark_load(
     no object is left behind, on failure. A DataFrame is evaluated twice (survey, then write):
     persist it first if it is expensive or not deterministic. ``txn``: as for ``load``
     (:mod:`lake_core.txn`): one already committed raises TxnCommittedError before any work.
+    A unique pool (``PoolConfig.unique``) refuses with UsageError: use
+    :func:`lake_spark.upsert.spark_upsert` (``lake load --spark`` does).
     """
     from pyspark.sql import DataFrame
 
@@ -489,6 +491,13 @@ def spark_load(
         # order is the pool's columns, known only once every chunk is surveyed.
         raise UsageError(
             f"pool {pool.name} is keyed by the whole record (this): load it without --spark"
+        )
+    if pool.config.unique:
+        # Its loads are upserts (Pool.load upserts there too); a plain load would keep both
+        # copies of a key.
+        raise UsageError(
+            f"pool {pool.name} is unique (rows unique by {pool.config.key}): load it with "
+            "lake_spark.spark_upsert, which replaces rows by key"
         )
     tip = pool.tip(branch)  # BranchNotFoundError before any work
     txns = as_txns(txn)

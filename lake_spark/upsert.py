@@ -40,6 +40,7 @@ The keys of the whole change set go to the driver, which validates the commit wi
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -80,12 +81,15 @@ from lake_core.upsert import (
 )
 from lake_core.writer import WriteOptions
 from lake_spark.ingest import (
+    DATAFRAME_NAME,
     Job,
     Survey,
     bucketize_chunk,
+    bucketize_frame,
     by_bucket,
     gather_pieces,
     survey_chunk,
+    survey_frame,
     unify_surveys,
 )
 from lake_spark.ranges import WEIGHT
@@ -95,11 +99,20 @@ from lake_spark.upsert_plan import plan_buckets
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Planning attempts: the first plus re-plans after racing commits.
 MAX_ATTEMPTS = 8
 _ORDINAL = "__lake_upsert_ordinal"
+
+
+@dataclass(frozen=True)
+class _Input:
+    """The change set: source names (as errors name them) and their chunks, or a DataFrame."""
+
+    names: list[str]
+    chunks: list[Chunk]
+    frame: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -219,7 +232,7 @@ def _samples(surveys: list[Survey], schema: pa.Schema) -> tuple[pa.Table, float]
 def spark_upsert(
     spark: SparkSession,
     pool: Pool,
-    sources: Sequence[str | Path] | str | Path,
+    sources: DataFrame | Sequence[str | Path] | str | Path,
     branch: str = MAIN,
     *,
     fmt: str = "auto",
@@ -230,13 +243,18 @@ def spark_upsert(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     txn: Txn | Sequence[Txn] | None = None,
 ) -> UpsertResult:
-    """Upsert ``sources`` — paths, local or ``s3://`` (NDJSON, JSON, CSV, Parquet, Arrow) —
-    into ``branch`` in one commit, the merge-join spread over Spark tasks by key range.
+    """Upsert ``sources`` — paths, local or ``s3://`` (NDJSON, JSON, CSV, Parquet, Arrow),
+    or a Spark DataFrame — into ``branch`` in one commit, the merge-join spread over Spark
+    tasks by key range. A DataFrame is evaluated once to survey it and once per planning
+    attempt: persist it if that is expensive or not deterministic (its row order within a
+    partition, and the order of its partitions, is its input order).
 
     Same rules, errors, counts and rows as :func:`lake_core.upsert.upsert` (see the module
     docstring for how). Nothing is visible, and no object is left behind, on failure; a
     racing commit makes it re-plan from the new tip, up to :data:`MAX_ATTEMPTS` plans
     (then RetriesExhaustedError)."""
+    from pyspark.sql import DataFrame
+
     if pool.config.key.is_this:
         # Key ranges are cut from sampled named key fields; the whole record's order is the
         # pool's columns, known only once every chunk is surveyed.
@@ -253,21 +271,28 @@ def spark_upsert(
     # The survey and the buckets ignore partitions: each task splits what it writes by
     # partition itself (lake_core.upsert.write_plan).
     survey = Job(pool.store.uri, pool.id, key, options, None)
-    paths = [sources] if isinstance(sources, str | Path) else list(sources)
-    names = expand_sources(paths)
-    chunks = plan_chunks(names, fmt, chunk_bytes)
-    if not chunks:
-        raise EmptyTransactionError("no records in the input")
     sc = spark.sparkContext
-    sc.setJobDescription(f"lakepool upsert into {pool.name}: read {len(names)} sources")
-    surveys: list[Survey] = sc.parallelize(chunks, len(chunks)).map(survey_chunk(survey)).collect()
+    if isinstance(sources, DataFrame):
+        given = _Input([DATAFRAME_NAME], [], sources)
+        sc.setJobDescription(f"lakepool upsert into {pool.name}: survey the DataFrame")
+        rows = sources.mapInArrow(survey_frame(survey), "survey binary").collect()
+        surveys: list[Survey] = [pickle.loads(r[0]) for r in rows]
+    else:
+        paths = [sources] if isinstance(sources, str | Path) else list(sources)
+        names = expand_sources(paths)
+        given = _Input(names, plan_chunks(names, fmt, chunk_bytes))
+        if not given.chunks:
+            raise EmptyTransactionError("no records in the input")
+        sc.setJobDescription(f"lakepool upsert into {pool.name}: read {len(names)} sources")
+        chunks = given.chunks
+        surveys = sc.parallelize(chunks, len(chunks)).map(survey_chunk(survey)).collect()
     surveys.sort(key=lambda s: s.chunk)
-    source = ", ".join(names)
+    source = ", ".join(given.names)
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
             snap = pool.snapshot(pool.tip(branch))
         started = pool.clock.now()  # the write window (lake_core.inflight) runs from here
-        result, layout = _attempt(spark, pool, snap, surveys, chunks, names, delete_when)
+        result, layout = _attempt(spark, pool, snap, surveys, given, delete_when)
         adds = [ObjectMeta.from_json(o) for r in result for o in r.adds]
         try:
             with discarding_on_failure(pool, adds):
@@ -303,17 +328,16 @@ def _attempt(
     pool: Pool,
     snap: Snapshot,
     surveys: list[Survey],
-    chunks: list[Chunk],
-    names: list[str],
+    given: _Input,
     delete_when: str | None,
 ) -> tuple[list[_Merged], pa.Schema]:
     """Plan on ``snap`` and run the merge tasks: their outcomes, in bucket order, and the
     input's columns (unified)."""
     key = pool.config.key
-    schema, layout, kept = unify_surveys(surveys, names, snap.schema)
+    schema, layout, kept = unify_surveys(surveys, given.names, snap.schema)
     if not kept or schema is None or layout is None:
         raise EmptyTransactionError("no records in the input")
-    source = ", ".join(names)
+    source = ", ".join(given.names)
     # The checks lake_core.upsert.prepare makes, before anything is written.
     check_new_columns(pool.config.schema_mode, pool.name, snap.schema, layout, source)
     key.check_types(layout)
@@ -341,11 +365,16 @@ def _attempt(
     shared = sc.broadcast([[o.to_json() for o in objs] for objs in plan.objects])
     base = Snapshot(snap.commit_id, snap.depth, MappingProxyType({}), snap.schema)
     job = _MergeJob(pool.store.uri, pool.config, base, layout, delete_when, source, shared)
-    with_rows = {s.chunk for s in kept}
-    todo = [c for c in chunks if c.index in with_rows]
     sc.setJobDescription(f"lakepool upsert into {pool.name}: merge {plan.buckets} key ranges")
-    try:
+    if given.frame is not None:
+        pairs = given.frame.mapInArrow(
+            bucketize_frame(bucketing), "bucket int, seq long, payload binary"
+        ).rdd.map(lambda row: (row[0], (row[1], row[2])))
+    else:
+        with_rows = {s.chunk for s in kept}
+        todo = [c for c in given.chunks if c.index in with_rows]
         pairs = sc.parallelize(todo, len(todo)).flatMap(bucketize_chunk(bucketing))
+    try:
         results: list[_Merged] = (
             pairs.partitionBy(plan.buckets, by_bucket)
             .mapPartitionsWithIndex(_merge_task(job))

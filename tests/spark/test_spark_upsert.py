@@ -284,6 +284,41 @@ def test_a_racing_commit_makes_it_replan_and_the_result_is_the_serial_one(
     assert after - before == landed
 
 
+def test_a_dataframe_change_set_gives_the_local_result(spark: Any, lake: Lake) -> None:
+    """Rows in DataFrame order (partition by partition) are the input order: the last
+    duplicate wins across partitions too."""
+    local, remote = _twin_pools(lake)
+    rows = [(i, -i, "d" if i % 12 == 0 else "u") for i in range(0, 3000, 4)]
+    rows += [(i, 7, "u") for i in range(0, 3000, 40)]  # duplicates, later in the input
+    rows += [(None, 1, "u"), (5001, 2, "u")]
+    table = pa.table(
+        {
+            "k": pa.array([r[0] for r in rows], pa.int64()),
+            "v": pa.array([r[1] for r in rows], pa.int64()),
+            "op": [r[2] for r in rows],
+        }
+    )
+    # A local list is sliced in order over the partitions (two here).
+    frame = spark.createDataFrame(rows, "k long, v long, op string")
+    assert frame.rdd.getNumPartitions() > 1
+    expected = local.upsert([table], delete_when="op = 'd'")
+    got = spark_upsert(spark, remote, frame, delete_when="op = 'd'")
+    _same_counts(got, expected)
+    assert _rows(remote) == _rows(local)
+
+
+def test_unique_pools_refuse_spark_load(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    from lake_core.errors import UsageError
+    from lake_spark import spark_load
+
+    pool = lake.create_pool("u", "k:asc", unique=True)
+    src = tmp_path / "x.ndjson"
+    src.write_text(json.dumps({"k": 1}) + "\n")
+    with pytest.raises(UsageError, match="spark_upsert"):
+        spark_load(spark, pool, [src])
+    assert pool.tip() is None
+
+
 def test_bad_input_changes_nothing_and_raises_the_local_error(
     spark: Any, lake: Lake, tmp_path: Path
 ) -> None:
