@@ -385,6 +385,17 @@ def _attempt(
     return sorted(results, key=lambda r: r.bucket), layout
 
 
+def _union_keys(results: list[_Merged], width: int) -> KeySet:
+    """Every bucket's keys as one KeySet (a key lies in one bucket only). Keys that do not
+    sort together make it opaque: every object with a key then meets it, as KeySet does."""
+    opaque = any(r.opaque for r in results)
+    every = [k for r in results for k in r.keys]
+    try:
+        return KeySet(tuple(sorted(every)), width, opaque)
+    except TypeError:
+        return KeySet(tuple(every), width, True)
+
+
 def _commit(
     pool: Pool,
     branch: str,
@@ -413,11 +424,7 @@ def _commit(
     inserted = sum(r.inserted for r in results)
     updated = sum(r.updated for r in results)
     deleted = sum(r.deleted for r in results)
-    keys = KeySet(
-        tuple(sorted(k for r in results for k in r.keys)),
-        len(pool.config.key.fields),
-        any(r.opaque for r in results),
-    )
+    keys = _union_keys(results, len(pool.config.key.fields))
     # The schema of the rows written, as plan_upsert gives it (the same in every bucket).
     unified = unify_schema(snap.schema, layout, source)
     writes = any(r.writes_rows for r in results)
