@@ -307,16 +307,23 @@ def test_a_dataframe_change_set_gives_the_local_result(spark: Any, lake: Lake) -
     assert _rows(remote) == _rows(local)
 
 
-def test_unique_pools_refuse_spark_load(spark: Any, lake: Lake, tmp_path: Path) -> None:
+def test_refusals_change_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    """A unique pool refuses spark_load (its loads are upserts); a pool keyed by the whole
+    record refuses spark_upsert (the local path handles it)."""
     from lake_core.errors import UsageError
     from lake_spark import spark_load
 
-    pool = lake.create_pool("u", "k:asc", unique=True)
+    unique = lake.create_pool("u", "k:asc", unique=True)
+    this = lake.create_pool("t", "this:asc")
     src = tmp_path / "x.ndjson"
     src.write_text(json.dumps({"k": 1}) + "\n")
     with pytest.raises(UsageError, match="spark_upsert"):
-        spark_load(spark, pool, [src])
-    assert pool.tip() is None
+        spark_load(spark, unique, [src])
+    with pytest.raises(UsageError, match="without --spark"):
+        spark_upsert(spark, this, [src])
+    assert unique.tip() is None and this.tip() is None
+    # A unique pool upserts on Spark.
+    assert spark_upsert(spark, unique, [src]).inserted == 1
 
 
 def test_bad_input_changes_nothing_and_raises_the_local_error(
