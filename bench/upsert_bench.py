@@ -276,7 +276,7 @@ def report(res: dict[str, Any]) -> str:
         f"{max(res['loads']):.1f} (a shared machine: other engineers' jobs ran alongside)",
         "",
         "| change set | system | seconds, median (range) | files read / rewritten / in table "
-        "| bytes rewritten | bytes written | lakepool faster by |",
+        "| bytes rewritten | bytes written | deltalake ÷ lakepool time |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     goals = []

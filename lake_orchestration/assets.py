@@ -154,7 +154,7 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
             result = upsert_sources(
                 lake,
                 pool,
-                [zone.source(f) for f in files],  # upserts run in this process
+                _sources(lake, zone, files),
                 branch=spec.branch,
                 delete_when=spec.delete_when,
                 message=message,

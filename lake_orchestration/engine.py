@@ -3,8 +3,7 @@
 ``local`` calls lake_core in the run's process; ``spark`` calls lake_spark with the resource's
 Spark session (lake_spark is imported only then, so the local engine never starts a JVM).
 Cleanup plans locally either way and, on ``spark``, spreads its deletes over Spark tasks.
-Partition rewrites, retain and vacate are metadata-heavy and always run locally, and so do
-upserts: they read and rewrite only the objects whose key range meets an incoming key.
+Partition rewrites, retain and vacate are metadata-heavy and always run locally.
 """
 
 from __future__ import annotations
@@ -62,8 +61,23 @@ def upsert_sources(
     txn: Sequence[Txn] = (),
 ) -> UpsertResult:
     """Upsert ``sources`` into ``branch`` by the pool key as one commit landing the
-    transactions ``txn`` (:func:`lake_core.upsert.upsert`; TxnCommittedError as for a load).
-    Runs in this process on either engine."""
+    transactions ``txn`` (:func:`lake_core.upsert.upsert`, or on ``spark``
+    :func:`lake_spark.spark_upsert`, which merge-joins per key range on Spark tasks: same rows
+    and counts; TxnCommittedError as for a load). ``.commit`` is None when nothing changes."""
+    if lake.engine == "spark":
+        from lake_spark import spark_upsert
+
+        return spark_upsert(
+            lake.spark_session(),
+            pool,
+            [str(s) for s in sources],
+            branch,
+            delete_when=delete_when,
+            author=lake.user,
+            message=message,
+            meta=meta,
+            txn=txn,
+        )
     return upsert(
         pool,
         sources,
