@@ -396,8 +396,10 @@ def _run_stats(target: _Target, first: int, stop: int) -> dict[str, ColumnMeta]:
         if orderable:
             lows = [encode_value(t, b[0]) for b in bounds]
             highs = [encode_value(t, b[1]) for b in bounds]
-            lo = min((v for v in lows if v is not None), default=None)
-            hi = max((v for v in highs if v is not None), default=None)
+            # A group's bound the stats cannot encode (an infinity) leaves the run's unknown:
+            # the others' would exclude that value from pruned queries.
+            lo = None if any(v is None for v in lows) else min(lows)
+            hi = None if any(v is None for v in highs) else max(highs)
         out[name] = ColumnMeta(old.type, lo, hi, sum(n for n in nulls if n is not None))
     return out
 

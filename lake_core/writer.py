@@ -488,7 +488,7 @@ def _land(
         max=hi,
         count=sum(g.rows for g in groups),
         size=len(payload),
-        columns=_merge_stats([g.stats for g in groups]),
+        columns=_merge_stats([g.stats for g in groups], [g.rows for g in groups]),
         partition=partition,
         tags=dict(tags or {}),
         checksum=checksum(payload),
@@ -502,20 +502,24 @@ def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:
     return key.sort_indices(table)
 
 
-def _merge_stats(parts: list[dict[str, ColumnMeta]]) -> dict[str, ColumnMeta]:
-    """The stats of consecutive row ranges combined: equal to :func:`table_meta` of the whole
-    (min/max skip unknown bounds, as ``min_max`` skips nulls and NaN)."""
+def _merge_stats(parts: list[dict[str, ColumnMeta]], rows: list[int]) -> dict[str, ColumnMeta]:
+    """The stats of consecutive row ranges (``rows`` each) combined: equal to
+    :func:`table_meta` of the whole. A range whose column holds values but no bound (one
+    the stats cannot encode: an infinity, a decimal) leaves the whole without that bound —
+    the other ranges' bound would wrongly exclude its value from pruned queries; a range
+    of nulls only has no bound and adds none."""
     if len(parts) == 1:
         return parts[0]
     out: dict[str, ColumnMeta] = {}
     for name, first in parts[0].items():
         cols = [p[name] for p in parts]
-        lows = [c.min for c in cols if c.min is not None]
-        highs = [c.max for c in cols if c.max is not None]
+        valued = [c for c, n in zip(cols, rows, strict=True) if c.nulls < n]
+        lows = [c.min for c in valued]
+        highs = [c.max for c in valued]
         out[name] = ColumnMeta(
             first.type,
-            min(lows) if lows else None,
-            max(highs) if highs else None,
+            min(lows) if lows and None not in lows else None,
+            max(highs) if highs and None not in highs else None,
             sum(c.nulls for c in cols),
         )
     return out
