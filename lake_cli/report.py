@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from lake_core.commit import Commit
     from lake_core.maintenance.cleanup import CleanupResult
     from lake_core.maintenance.compact import CompactionResult
+    from lake_core.upsert import UpsertResult
 
 
 def count(n: int, noun: str) -> str:
@@ -83,6 +84,43 @@ def changed(verb: str, commit: Commit) -> str:
     )
 
 
+def upsert_counts(commit: Commit) -> dict[str, int] | None:
+    """``extra["upsert"]`` of an upsert commit (``lake upsert``, or a load into a unique
+    pool): ``{"inserted", "updated", "deleted"}``; None for any other commit."""
+    counts = commit.extra.get("upsert")
+    if not isinstance(counts, dict):
+        return None
+    return {k: int(counts.get(k, 0)) for k in ("inserted", "updated", "deleted")}
+
+
+def _upserted(counts: dict[str, int]) -> str:
+    return (
+        f"upserted: {counts['inserted']:,} inserted, {counts['updated']:,} updated, "
+        f"{counts['deleted']:,} deleted"
+    )
+
+
+def upserted(result: UpsertResult) -> str:
+    """What ``lake upsert`` prints before ``<id> committed``: the row counts, then how much of
+    the pool it touched — the live objects it read (only those whose key range meets an
+    incoming key) out of all it considered, and the objects it rewrote with their bytes."""
+    counts = {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
+    considered = result.objects_read + result.objects_skipped
+    return (
+        f"{_upserted(counts)} (read {result.objects_read:,} of {count(considered, 'object')}, "
+        f"rewrote {result.objects_rewritten:,}, {human_size(result.bytes_rewritten)})"
+    )
+
+
+def loaded_or_upserted(commit: Commit) -> str:
+    """A load's line: ``loaded … rows in … objects``, or for a load into a unique pool (an
+    upsert) its counts and the objects it replaced (``rewrote N``)."""
+    counts = upsert_counts(commit)
+    if counts is None:
+        return loaded(commit)
+    return f"{_upserted(counts)} (rewrote {len(commit.deletes()):,})"
+
+
 def log_counts(commit: Commit) -> str:
     """The counts line of a ``lake log`` entry."""
     objects = f"{len(commit.adds())} added, {len(commit.deletes())} deleted"
@@ -91,6 +129,9 @@ def log_counts(commit: Commit) -> str:
     rows += f" -{removed:,}" if removed is not None else " (rows removed not recorded)"
     if commit.layout_only:
         rows += ", layout only"
+    counts = upsert_counts(commit)
+    if counts is not None:
+        rows += f"; {_upserted(counts)}"
     return f"(objects {objects}; {rows})"
 
 

@@ -89,6 +89,7 @@ POOLS_SCHEMA = _schema(
     ("target_size", pa.int64()),
     ("seek_stride", pa.int64()),
     ("schema_mode", pa.string()),
+    ("unique", pa.bool_()),
     ("txn_retention_seconds", pa.int64()),
     ("created", TIMESTAMP),
     ("catalog_version", pa.int64()),
@@ -341,8 +342,8 @@ def pools_table(snapshot: CatalogSnapshot) -> pa.Table:
     """The pools of one catalog version, by name, as ``lake ls`` lists them: ``name`` as
     ``ls`` prints it (``NAME`` in the default namespace, else ``NS.NAME``), ``namespace``,
     ``pool`` (the bare name), ``id``, ``key`` (fields in significance order), ``order``,
-    ``partition_by``, ``target_size`` and ``seek_stride`` (bytes), ``schema_mode``,
-    ``txn_retention_seconds`` (null: remembered forever), ``created`` and ``catalog_version``
+    ``partition_by``, ``target_size`` and ``seek_stride`` (bytes), ``schema_mode``, ``unique``
+    (every load upserts by the key), ``txn_retention_seconds`` (null: remembered forever), ``created`` and ``catalog_version``
     (the version read)."""
     from lake_core.catalog.pools import CatalogPoolRegistry
     from lake_core.registry import retention_seconds
@@ -360,6 +361,7 @@ def pools_table(snapshot: CatalogSnapshot) -> pa.Table:
             "target_size": p.target_size,
             "seek_stride": p.seek_stride,
             "schema_mode": p.schema_mode,
+            "unique": p.unique,
             "txn_retention_seconds": retention_seconds(p.txn_retention),
             "created": p.created,
             "catalog_version": snapshot.version,

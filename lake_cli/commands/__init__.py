@@ -20,6 +20,7 @@ def all_commands() -> list[click.Command]:
         catalog.ls,
         pool.drop,
         pool.load,
+        pool.upsert,
         pool.add,
         pool.status,
         pool.commit,

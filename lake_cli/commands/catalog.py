@@ -76,10 +76,12 @@ def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> 
             "target_size": p.target_size if fmt != "table" else human_size(p.target_size),
             "created": p.created,
             "schema_mode": p.schema_mode,
+            # A JSON boolean in -f json; true/false in text, as lake query prints booleans.
+            "unique": p.unique if fmt == "json" else str(p.unique).lower(),
         }
         for p in pools
     ]
-    columns = ["name", "id", "key", "order", "target_size", "created", "schema_mode"]
+    columns = ["name", "id", "key", "order", "target_size", "created", "schema_mode", "unique"]
     if fmt == "json":
         # Scripts get the retention too (seconds; null: remembered forever); the table keeps
         # the contract's columns.

@@ -60,7 +60,8 @@ def init(lk: LakeContext) -> None:
     "create a pool with branch main",
     "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n"
     "  lake create metrics --orderby ts:asc --schema-mode strict\n"
-    "  lake create events --orderby ts --txn-retention 90d\n",
+    "  lake create events --orderby ts --txn-retention 90d\n"
+    "  lake create customers --orderby id:asc --unique   # loads upsert by id\n",
 )
 @argument("pool", "POOL", "name of the new pool: NAME or NAMESPACE.NAME")
 @option(
@@ -90,6 +91,12 @@ def init(lk: LakeContext) -> None:
     "load into an empty pool defines the schema)",
 )
 @option(
+    "--unique",
+    is_flag=True,
+    help="rows are unique by the pool key: every load upserts (a live key's row is "
+    "replaced, the last of duplicate keys in one load wins; see lake upsert)",
+)
+@option(
     "--txn-retention",
     default="30d",
     metavar="DURATION|forever",
@@ -111,6 +118,7 @@ def create(
     partition_by: str | None,
     target_size: str,
     schema_mode: str,
+    unique: bool,
     txn_retention: str,
     seek_stride: str,
 ) -> None:
@@ -122,6 +130,7 @@ def create(
         seek_stride=parse_size(seek_stride),
         partition_by=partition_by,
         schema_mode=schema_mode,
+        unique=unique,
         txn_retention=retention,
     )
     say(f"pool {created.name} created")
@@ -203,8 +212,75 @@ def load(
     )
     if on_object is not None:
         sys.stderr.write("\n")
-    say(report.loaded(commit))
+    say(report.loaded_or_upserted(commit))
     say(f"{commit.id} committed")
+
+
+@command(
+    "upsert",
+    "upsert files by the pool key in one commit (insert new keys, replace live ones)",
+    "  lake upsert -p customers changes.ndjson -m 'nightly sync'\n"
+    "  lake upsert -p customers@dev a.parquet b.csv\n"
+    "  lake upsert -p customers cdc.ndjson --delete-when \"op = 'd'\"\n"
+    "  cat cdc.ndjson | lake upsert -p customers - --delete-when \"op = 'd'\" -f json\n"
+    "\nThe pool key identifies a row: an incoming row whose key is live replaces that row,\n"
+    "a new key is inserted; of several incoming rows with one key the last in input order\n"
+    "wins. Rows matching --delete-when delete their key and are not inserted (a change\n"
+    "feed in one commit). Rows with a null key never match: they are inserted. Only the\n"
+    "objects whose key range holds an incoming key are read and rewritten. A pool made\n"
+    "with `lake create --unique` upserts on every `lake load`.\n",
+)
+@pool_option("POOL[@BRANCH]", _TO_BRANCH)
+@input_format_option()
+@option(
+    "--delete-when",
+    metavar="SQL-EXPR",
+    help="a SQL boolean over the input rows, e.g. \"op = 'd'\": matching rows delete "
+    "their key (and are not inserted)",
+)
+@commit_options()
+@format_option(
+    "table",
+    "json",
+    help="table: the counts in one line; json: one object with every count and byte size",
+)
+@option("-q", "quiet", is_flag=True, help="no progress on stderr")
+@argument("files", "FILE", f"files to upsert {_FILES}", nargs=-1, type=click.Path())
+@pass_lake
+def upsert(
+    lk: LakeContext,
+    pool: str,
+    input_format: str,
+    delete_when: str | None,
+    message: str,
+    user: str | None,
+    meta: str | None,
+    fmt: str,
+    quiet: bool,
+    files: tuple[str, ...],
+) -> None:
+    target, branch = lk.pool_ref(pool, user)
+    on_object = _progress(quiet)
+    result = target.upsert(
+        list(files),
+        branch or MAIN,
+        fmt=input_format,
+        delete_when=delete_when,
+        message=message,
+        meta=parse_meta(meta),
+        on_object=on_object,
+    )
+    if on_object is not None:
+        sys.stderr.write("\n")
+    if fmt == "json":
+        say(json.dumps(result.to_json()))
+        return
+    if result.commit is None:
+        # Deleting keys that are already gone changes nothing: scripts re-run feeds.
+        say("no rows changed")
+        return
+    say(report.upserted(result))
+    say(f"{result.commit.id} committed")
 
 
 @command(
@@ -519,13 +595,16 @@ def log(lk: LakeContext, pool: str, fmt: str) -> None:
                 "meta": c.meta,
                 "actions": _readable_actions(c, source),
                 "rows": {"added": c.rows_added, "removed": c.rows_removed},
+                # An upsert's row counts (null for other commits).
+                "upsert": report.upsert_counts(c),
             }
             for c in commits
         ]
         write_records(
             rows,
             fmt,
-            columns=["id", "parent", "author", "date", "message", "meta", "actions", "rows"],
+            columns=["id", "parent", "author", "date", "message", "meta", "actions", "rows"]
+            + ["upsert"],
         )
         return
     for c in commits:

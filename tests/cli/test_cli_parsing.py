@@ -13,8 +13,8 @@ import pytest
 from lake_cli import main
 
 COMMANDS = (
-    "'init', 'create', 'ls', 'drop', 'load', 'add', 'status', 'commit', 'query', 'objects', "
-    "'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'retain', 'cleanup', 'vacate', "
+    "'init', 'create', 'ls', 'drop', 'load', 'upsert', 'add', 'status', 'commit', 'query', "
+    "'objects', 'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'retain', 'cleanup', 'vacate', "
     "'purge', 'partitions', 'drop-partition', 'schema', 'count', 'diff', 'verify', 'catalog', 'view'"
 )
 

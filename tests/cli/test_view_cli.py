@@ -56,7 +56,7 @@ def test_create_ls_drop_and_rollback(L: list[str], capsys: pytest.CaptureFixture
     assert [(r["name"], r["kind"]) for r in listed] == [("flights", "pool"), ("by_carrier", "view")]
     assert listed[1]["key"] is None
     code, out, _ = run(capsys, *L, "ls", "--at-version", "1")
-    assert out.splitlines()[0].split()[-1] == "schema_mode"  # no views then: as before
+    assert out.splitlines()[0].split()[-1] == "unique"  # no views then: as before
 
     assert run(capsys, *L, "view", "drop", "by_carrier")[1] == (
         "view by_carrier dropped (catalog version 3)\n"

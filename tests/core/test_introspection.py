@@ -181,6 +181,7 @@ def test_branches_partitions_and_pools_agree_with_the_cli(
             "target_size": p["target_size"],
             "created": to_iso(p["created"]),
             "schema_mode": p["schema_mode"],
+            "unique": p["unique"],
             "txn_retention_seconds": p["txn_retention_seconds"],
         }
         for p in got
