@@ -3,8 +3,12 @@ deletes by object and by predicate, compactions, partition drops, reverts, merge
 every branch equal a row-level model that knows nothing of objects or layout — on local disk
 and on S3 (moto over HTTP).
 
-The model is a multiset of rows per branch and per commit, and four plain rules:
+The model is a multiset of rows per branch and per commit, and these plain rules:
 - load adds rows; a delete removes the rows it names; compaction changes nothing;
+- upsert (issue 14; also every load into a unique pool) replaces by the key ``id``: of the
+  incoming rows with one key the last wins, and removes every row of that key (with
+  ``delete_when``: a matching last row only removes them); null keys are inserted
+  (:mod:`tests.upsert_model`);
 - revert(c) removes the rows c added (those still there) and restores the rows c removed;
   a compaction, or a commit already reverted on the branch, has nothing to revert;
 - merge is three-way per distinct row: only one side changed it → that side's count; both
@@ -34,8 +38,9 @@ from lake_core.loading import load
 from lake_core.maintenance.compact import compact
 from lake_core.maintenance.partitions import drop_partition
 from lake_core.pool import Pool
+from tests.upsert_model import upsert_rows
 
-Row = tuple[int, str, str]  # (id, part, v)
+Row = tuple[int | None, str, str]  # (id, part, v)
 BRANCHES = ("main", "dev")
 
 rows_st = st.lists(
@@ -43,9 +48,22 @@ rows_st = st.lists(
     min_size=1,
     max_size=6,
 )
+#: Upserted rows: a few null keys too (they never match: inserted).
+upsert_rows_st = st.lists(
+    st.tuples(
+        st.one_of(st.integers(0, 12), st.integers(0, 12), st.none()),
+        st.sampled_from(["a", "b"]),
+        st.sampled_from(["x", "y"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+#: ``v = 'y'`` rows are deletes when an upsert has ``delete_when``.
+DELETE_WHEN = "v = 'y'"
 branch_st = st.sampled_from(BRANCHES)
 op_st = st.one_of(
     st.tuples(st.just("load"), branch_st, rows_st),
+    st.tuples(st.just("upsert"), branch_st, upsert_rows_st, st.booleans()),
     st.tuples(st.just("delete_where"), branch_st, st.integers(0, 12), st.integers(0, 4)),
     st.tuples(st.just("delete_object"), branch_st, st.integers(0, 50)),
     st.tuples(st.just("compact"), branch_st),
@@ -141,8 +159,23 @@ def merged_rows(
     return out, conflicts
 
 
-def run_history(lake: Lake, ops: list[tuple[Any, ...]]) -> None:
-    pool = lake.create_pool("h", "id:asc", partition_by="part", target_size=4096)
+def as_table(rows: list[Row]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "part": [r[1] for r in rows],
+            "v": [r[2] for r in rows],
+        }
+    )
+
+
+def by_id(r: Row) -> int | None:
+    return r[0]
+
+
+def run_history(lake: Lake, ops: list[tuple[Any, ...]], unique: bool = False) -> None:
+    """``unique``: the pool is unique by ``id``, so every load is an upsert."""
+    pool = lake.create_pool("h", "id:asc", partition_by="part", target_size=4096, unique=unique)
     m = Model()
     m.tip = {"main": None}
     first = load(pool, [pa.table({"id": [0], "part": ["a"], "v": ["x"]})])
@@ -154,18 +187,26 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]]) -> None:
         cur = m.rows[branch]
         if kind == "load":
             rows = op[2]
-            table = pa.table(
-                {
-                    "id": [r[0] for r in rows],
-                    "part": [r[1] for r in rows],
-                    "v": [r[2] for r in rows],
-                }
+            c = pool.load(as_table(rows), branch)  # a unique pool: Pool.load upserts
+            after = upsert_rows(cur, rows, by_id)[0] if unique else cur + Counter(rows)
+            m.record(branch, c.id, after)
+        elif kind == "upsert":
+            rows, deleting = op[2], op[3]
+            after, counts = upsert_rows(
+                cur, rows, by_id, (lambda r: r[2] == "y") if deleting else None
             )
-            c = load(pool, [table], branch)
-            m.record(branch, c.id, cur + Counter(rows))
+            result = pool.upsert(
+                [as_table(rows)], branch, delete_when=DELETE_WHEN if deleting else None
+            )
+            got = (result.inserted, result.updated, result.deleted)
+            assert got == (counts.inserted, counts.updated, counts.deleted), op
+            if result.commit is None:
+                assert after == cur, op
+                continue
+            m.record(branch, result.commit.id, after)
         elif kind == "delete_where":
             lo, hi = op[2], op[2] + op[3]
-            gone = Counter({r: n for r, n in cur.items() if lo <= r[0] <= hi})
+            gone = Counter({r: n for r, n in cur.items() if r[0] is not None and lo <= r[0] <= hi})
             try:
                 c = delete_where(pool, f"id BETWEEN {lo} AND {hi}", branch)
             except EmptyTransactionError:
@@ -251,6 +292,14 @@ def model_settings(examples: int) -> settings:
 def test_history_equals_row_model_local(ops: list[tuple[Any, ...]]) -> None:
     with tempfile.TemporaryDirectory() as d:
         run_history(Lake.init(LakeConfig(uri=d + "/lake", user="model")), ops)
+
+
+@model_settings(max(10, EXAMPLES // 3))
+@given(ops=OPS)
+def test_unique_pool_history_equals_row_model_local(ops: list[tuple[Any, ...]]) -> None:
+    """The same histories on a pool unique by ``id``: every load upserts."""
+    with tempfile.TemporaryDirectory() as d:
+        run_history(Lake.init(LakeConfig(uri=d + "/lake", user="model")), ops, unique=True)
 
 
 @pytest.mark.slow
