@@ -673,7 +673,7 @@ def check_unique(
         return KeySet(), frozenset()
     joining = pa.concat_tables(parts)
     keys = key_table(joining, key)
-    valid = _valid(keys)
+    valid = _valid(keys, key)
     keyed = keys.filter(pa.array(valid))
     if keyed.num_rows:
         names = keyed.column_names

@@ -405,6 +405,12 @@ def test_unique_pool_loads_upsert(lake: Lake) -> None:
     commit = pool.load(pa.table({"id": [2, 3], "v": ["bb", "c"]}))
     assert commit.extra["upsert"] == {"inserted": 1, "updated": 1, "deleted": 0}
     assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "a"), (2, "bb"), (3, "c")]
+    # The module function other callers use (Dagster's engine) upserts too.
+    from lake_core.loading import load
+
+    again = load(pool, [pa.table({"id": [3], "v": ["cc"]})])
+    assert again.extra["upsert"] == {"inserted": 0, "updated": 1, "deleted": 0}
+    assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "a"), (2, "bb"), (3, "cc")]
     with pytest.raises(UsageError, match="unique"):
         pool.add(pa.table({"id": [9]}))
     assert pool.staged() == []
