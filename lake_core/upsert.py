@@ -692,7 +692,9 @@ def check_unique(
         if len(hit.rows):
             found = key.key_columns(rows)
             raise _duplicate(pool, what, [c[int(hit.rows[0])].as_py() for c in found])
-    return incoming, frozenset(o.id for o in staying)
+    # The objects it deletes are read too, as far as the commit's validation goes: their
+    # rows leave with it (and check_actions refuses a parent where one is gone already).
+    return incoming, frozenset([*(o.id for o in staying), *gone])
 
 
 def _duplicate(pool: Pool, what: str, values: list[Any]) -> DuplicateKeyError:
