@@ -223,6 +223,7 @@ def load(
     "  lake upsert -p customers@dev a.parquet b.csv\n"
     "  lake upsert -p customers cdc.ndjson --delete-when \"op = 'd'\"\n"
     "  cat cdc.ndjson | lake upsert -p customers - --delete-when \"op = 'd'\" -f json\n"
+    "  lake upsert --spark -p customers s3://landing/cdc/   # merge-join per key range on Spark\n"
     "\nThe pool key identifies a row: an incoming row whose key is live replaces that row,\n"
     "a new key is inserted; of several incoming rows with one key the last in input order\n"
     "wins. Rows matching --delete-when delete their key and are not inserted (a change\n"
@@ -246,6 +247,7 @@ def load(
 )
 @option("-q", "quiet", is_flag=True, help="no progress on stderr")
 @argument("files", "FILE", f"files to upsert {_FILES}", nargs=-1, type=click.Path())
+@spark_options()
 @pass_lake
 def upsert(
     lk: LakeContext,
@@ -258,20 +260,29 @@ def upsert(
     fmt: str,
     quiet: bool,
     files: tuple[str, ...],
+    spark: bool,
+    spark_master: str | None,
 ) -> None:
-    target, branch = lk.pool_ref(pool, user)
-    on_object = _progress(quiet)
-    result = target.upsert(
-        list(files),
-        branch or MAIN,
-        fmt=input_format,
-        delete_when=delete_when,
-        message=message,
-        meta=parse_meta(meta),
-        on_object=on_object,
-    )
-    if on_object is not None:
-        sys.stderr.write("\n")
+    if spark or spark_master:
+        from lake_cli.commands import spark as on_spark
+
+        result = on_spark.upsert(
+            lk, pool, list(files), input_format, delete_when, message, user, meta, spark_master
+        )
+    else:
+        target, branch = lk.pool_ref(pool, user)
+        on_object = _progress(quiet)
+        result = target.upsert(
+            list(files),
+            branch or MAIN,
+            fmt=input_format,
+            delete_when=delete_when,
+            message=message,
+            meta=parse_meta(meta),
+            on_object=on_object,
+        )
+        if on_object is not None:
+            sys.stderr.write("\n")
     if fmt == "json":
         say(json.dumps(result.to_json()))
         return

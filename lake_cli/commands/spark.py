@@ -1,4 +1,4 @@
-"""The ``--spark`` paths: ``lake load --spark``, ``lake compact --spark``,
+"""The ``--spark`` paths: ``lake load --spark``, ``lake upsert --spark``, ``lake compact --spark``,
 ``lake cleanup --spark``, ``lake query --spark "SQL"`` (``--spark-master URL`` implies
 ``--spark``).
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_cli import report
 from lake_cli.context import LakeContext, parse_meta, say
@@ -24,6 +24,9 @@ from lake_cli.startup import let_pyarrow_see_pandas
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
 from lake_core.units import parse_duration
+
+if TYPE_CHECKING:
+    from lake_core.upsert import UpsertResult
 
 
 def _needs_pyspark() -> None:
@@ -58,22 +61,68 @@ def load(
     master: str | None,
 ) -> None:
     _needs_pyspark()
-    from lake_spark import spark_load
+    from lake_spark import spark_load, spark_upsert
 
     target, branch = lk.pool_ref(pool, user)
     recorded = parse_meta(meta)
     with spark_session_for(master, "load") as spark:
-        commit = spark_load(
+        if target.config.unique:
+            # A unique pool's loads are upserts, on Spark as locally (Pool.load).
+            result = spark_upsert(
+                spark,
+                target,
+                files,
+                branch or MAIN,
+                fmt=input_format,
+                message=message,
+                meta=recorded,
+            )
+            assert result.commit is not None  # without delete_when every row is written
+            commit = result.commit
+        else:
+            commit = spark_load(
+                spark,
+                target,
+                files,
+                branch or MAIN,
+                fmt=input_format,
+                message=message,
+                meta=recorded,
+            )
+    say(report.loaded_or_upserted(commit))
+    say(f"{commit.id} committed")
+
+
+def upsert(
+    lk: LakeContext,
+    pool: str,
+    files: list[str],
+    input_format: str,
+    delete_when: str | None,
+    message: str,
+    user: str | None,
+    meta: str | None,
+    master: str | None,
+) -> UpsertResult:
+    """``lake upsert --spark``: the merge-join per key range on Spark
+    (:func:`lake_spark.upsert.spark_upsert`); the caller prints the result as for the local
+    path."""
+    _needs_pyspark()
+    from lake_spark import spark_upsert
+
+    target, branch = lk.pool_ref(pool, user)
+    recorded = parse_meta(meta)
+    with spark_session_for(master, "upsert") as spark:
+        return spark_upsert(
             spark,
             target,
             files,
             branch or MAIN,
             fmt=input_format,
+            delete_when=delete_when,
             message=message,
             meta=recorded,
         )
-    say(report.loaded(commit))
-    say(f"{commit.id} committed")
 
 
 def compact(
@@ -84,7 +133,10 @@ def compact(
 
     target, branch = lk.pool_ref(pool)
     # Spark starts before the lock is taken: the lock is held only while planning and working.
-    with spark_session_for(master, "compact") as spark, target.maintenance_lock(lock_timeout) as held:
+    with (
+        spark_session_for(master, "compact") as spark,
+        target.maintenance_lock(lock_timeout) as held,
+    ):
         result = spark_compact(spark, target, branch or MAIN, ids or None, guard=held.check)
     for line in report.compacted_lines(result):
         say(line)
@@ -104,7 +156,10 @@ def cleanup(
 
     keep = parse_duration(grace)  # a usage error before Spark starts
     target = lk.pool(pool)
-    with spark_session_for(master, "cleanup") as spark, target.maintenance_lock(lock_timeout) as held:
+    with (
+        spark_session_for(master, "cleanup") as spark,
+        target.maintenance_lock(lock_timeout) as held,
+    ):
         result = spark_cleanup(spark, target, keep, dry_run=dry_run, guard=held.check)
     for line in report.cleanup_lines(result, target.name, fmt):
         say(line)

@@ -352,3 +352,65 @@ def test_bad_input_changes_nothing_and_raises_the_local_error(
         assert str(spark_err.value) == str(local_err.value)
     assert remote.tip() == tip
     assert {i.key for i in remote.store.list(f"pools/{remote.id}/data/")} == files
+
+
+# -- the CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_upsert_with_spark_prints_what_the_local_command_prints(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (the test session's Spark): ``lake upsert --spark`` and ``lake load --spark``
+    into a unique pool print the local commands' lines and errors."""
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from lake_cli import main
+    from lake_cli.commands import spark as cli_spark
+    from lake_core import LakeConfig
+
+    @contextmanager
+    def shared(master: str | None, what: str) -> Iterator[Any]:
+        assert master is None and what in ("upsert", "load")
+        yield spark
+
+    monkeypatch.setattr(cli_spark, "spark_session_for", shared)
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri))
+    _twin_pools(lake)
+    paths = [str(p) for p in _change_sources(tmp_path / "in")]
+    runs = {}
+    for name, flags in (("local", []), ("spark", ["--spark"])):
+        code = main(
+            ["--lake", uri, "upsert", *flags, "-p", name, *paths, "--delete-when", "op = 'd'"]
+        )
+        out = capsys.readouterr()
+        runs[name] = (
+            code,
+            out.out.replace(Lake.open(LakeConfig(uri=uri)).pool(name).tip() or "", "ID"),
+        )
+    assert runs["spark"] == runs["local"]
+    assert runs["spark"][0] == 0 and runs["spark"][1].strip().endswith("ID committed")
+    assert "inserted" in runs["spark"][1] and "read " in runs["spark"][1]
+    # Bad input: one error line, exit 1, nothing changed — the local command's.
+    errors = []
+    for name, flags in (("local", []), ("spark", ["--spark"])):
+        tip = Lake.open(LakeConfig(uri=uri)).pool(name).tip()
+        code = main(
+            ["--lake", uri, "upsert", *flags, "-p", name, paths[0], "--delete-when", "nope = 1"]
+        )
+        err = capsys.readouterr().err
+        assert Lake.open(LakeConfig(uri=uri)).pool(name).tip() == tip
+        errors.append((code, err))
+    assert errors[0] == errors[1] and errors[0][0] == 2  # a bad expression is a usage error
+    assert errors[0][1].startswith("error: ") and len(errors[0][1].strip().splitlines()) == 1
+    # A unique pool: lake load --spark upserts, and says so as lake load does.
+    for name in ("ulocal", "uspark"):
+        assert main(["--lake", uri, "create", name, "--orderby", "k:asc", "--unique"]) == 0
+    capsys.readouterr()
+    lines = []
+    for name, flags in (("ulocal", []), ("uspark", ["--spark"])):
+        for _ in range(2):  # the second load replaces every row
+            assert main(["--lake", uri, "load", *flags, "-p", name, paths[1]]) == 0
+        lines.append(capsys.readouterr().out.splitlines()[-2])
+    assert lines[0] == lines[1] and "updated" in lines[1]
