@@ -34,6 +34,7 @@ from lake_core.expr import may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
 from lake_core.ingest.schema import conform_to, unify_schema
 from lake_core.integrity import read_verified
+from lake_core.keyset import KeySet
 from lake_core.maintenance.policy import span
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
@@ -41,6 +42,7 @@ from lake_core.scan import object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
 from lake_core.txn import Txn, pending
+from lake_core.upsert import check_unique
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
 
 if TYPE_CHECKING:
@@ -190,7 +192,25 @@ def _commit_plan(
     prune_columns: bool = False,
     carried_txns: Sequence[Txn] = (),
     key_schema: pa.Schema | None = None,
+    target: Snapshot | None = None,
 ) -> Commit:
+    """Write ``plan``'s tables and commit it. On a unique pool (``target``: the snapshot the
+    plan was made on) the rows it brings must not repeat a key that stays live
+    (:func:`lake_core.upsert.check_unique`, DuplicateKeyError), and the commit is validated
+    as an upsert's is, so a racing writer of those keys makes it fail, never duplicate."""
+    keys: KeySet | None = None
+    read_ids: frozenset[str] = frozenset()
+    if pool.config.unique and target is not None:
+        what = message.splitlines()[0] if message else "this change"
+        keys, read_ids = check_unique(
+            pool,
+            target,
+            key_schema or schema or target.schema or pa.schema([]),
+            [t for t, _ in plan.tables],
+            plan.adds,
+            plan.deletes,
+            what,
+        )
     written: list[ObjectMeta] = []
     with discarding_on_failure(pool, written):
         adds = _write_plan(pool, plan, written, key_schema or schema)
@@ -205,6 +225,8 @@ def _commit_plan(
             extra=extra,
             prune_columns=prune_columns,
             carried_txns=carried_txns,
+            keys=keys,
+            read_ids=tuple(read_ids),
         )
 
 
@@ -303,6 +325,7 @@ def revert(
         schema=schema,
         extra={"reverts": commit_id},
         prune_columns=True,
+        target=tip,
     )
 
 
@@ -410,6 +433,7 @@ def merge(
         # The source's changes come with the transactions that made them (git-like): a file
         # ingested on the branch is not ingested again on the target after the merge.
         carried_txns=pending(base_snap.txns, [Txn(a, v) for a, v in src.txns.items()]),
+        target=dst,
     )
 
 

@@ -181,6 +181,11 @@ class CommitConflictError(LakeError):
         return f"commit conflict: {self.detail}"
 
 
+class DuplicateKeyError(CommitConflictError):
+    """A change to a unique pool (a merge, a revert) would leave two live rows with one pool
+    key; nothing was committed."""
+
+
 class RetriesExhaustedError(CommitConflictError):
     """Optimistic commit lost the race more times than its budget allows; nothing committed."""
 

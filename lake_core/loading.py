@@ -159,7 +159,26 @@ def load(
     by a racing writer meanwhile raises it at the commit point, the objects discarded.
 
     ``group``: hand the commit to the pool's group committer (:mod:`lake_core.grouping`), so
-    loads running in other threads meanwhile share it; the outcome is still this load's own."""
+    loads running in other threads meanwhile share it; the outcome is still this load's own.
+
+    A unique pool (``PoolConfig.unique``) upserts instead (:meth:`Pool.upsert
+    <lake_core.pool.Pool.upsert>`, through the handle: this module does not import the
+    upsert's): the commit records the counts in ``extra["upsert"]``; ``group`` does not apply
+    (an upsert commits alone)."""
+    if pool.config.unique:
+        result = pool.upsert(
+            sources,
+            branch,
+            fmt=fmt,
+            author=author,
+            message=message,
+            meta=meta,
+            txn=txn,
+            on_object=on_object,
+        )
+        # Without delete rows every input row is written: an upsert of records commits.
+        assert result.commit is not None
+        return result.commit
     txns = as_txns(txn)
     if txns:
         check_txns(pool.snapshot(pool.tip(branch)).txns, txns)

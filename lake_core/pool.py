@@ -650,22 +650,9 @@ class Pool:
         :mod:`lake_core.grouping`): the returned commit holds this load's objects, and maybe
         theirs; every caller still gets its own outcome.
 
-        A unique pool (``PoolConfig.unique``) upserts instead (:meth:`upsert`): the returned
-        commit records the counts in ``extra["upsert"]``; ``group`` is ignored there (an
-        upsert commits alone)."""
-        if self.config.unique:
-            result = self.upsert(
-                sources,
-                branch,
-                fmt=fmt,
-                author=author,
-                message=message,
-                meta=meta,
-                txn=txn,
-                on_object=on_object,
-            )
-            assert result.commit is not None  # without delete_when every row is written
-            return result.commit
+        A unique pool (``PoolConfig.unique``) upserts instead (:meth:`upsert`, through
+        :func:`lake_core.loading.load`): the returned commit records the counts in
+        ``extra["upsert"]``; ``group`` is ignored there (an upsert commits alone)."""
         from lake_core.loading import load
 
         return load(

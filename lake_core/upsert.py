@@ -33,7 +33,7 @@ applied to P, whatever landed between planning and committing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ from lake_core.errors import (
     CatalogConflictError,
     CommitConflictError,
     CorruptDataObjectError,
+    DuplicateKeyError,
     EmptyTransactionError,
     RetriesExhaustedError,
     UsageError,
@@ -58,7 +59,7 @@ from lake_core.expr import parse_predicate, to_arrow_expression
 from lake_core.ids import new_id
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, unify_schema
-from lake_core.integrity import check_bytes, check_footer, checksum
+from lake_core.integrity import check_bytes, check_footer, checksum, read_verified
 from lake_core.keyset import KeySet
 from lake_core.loading import Source, read_sources, source_names
 from lake_core.names import MAIN
@@ -168,9 +169,9 @@ def last_per_key(table: pa.Table, key: PoolKey) -> np.ndarray[Any, np.dtype[np.i
     except pa.ArrowNotImplementedError as e:
         types = ", ".join(str(c.type) for c in keys.columns)
         raise UsageError(f"an upsert cannot match keys of type {types}: {e}") from None
-    kept = np.concatenate(
-        [last.column(f"{_POS}_max").to_numpy(), positions[~valid]]
-    ).astype(np.int64)
+    kept = np.concatenate([last.column(f"{_POS}_max").to_numpy(), positions[~valid]]).astype(
+        np.int64
+    )
     kept.sort()
     return kept
 
@@ -640,6 +641,70 @@ def commit_upsert(
     )
 
 
+def check_unique(
+    pool: Pool,
+    snapshot: Snapshot,
+    schema: pa.Schema,
+    tables: Sequence[pa.Table],
+    objects: Sequence[ObjectMeta],
+    deletes: Collection[str],
+    what: str,
+) -> tuple[KeySet, frozenset[str]]:
+    """For a change to a unique pool that adds rows (``tables``, and existing ``objects`` added
+    by id) and deletes the objects ``deletes`` of ``snapshot``: raise DuplicateKeyError, naming
+    the key, when some key would then be live twice (two joining rows, or a joining row and a
+    row that stays). Null keys never count. Otherwise return the joining keys and the objects
+    read, for the commit to validate against racing writers (:func:`commit_upsert`'s rule):
+    the check holds on whatever parent the commit lands on."""
+    key = pool.config.key.resolve(schema)  # ``this``: the pool's columns
+    fields = [f for f in key.fields if f in schema.names]
+    keys_schema = pa.schema([schema.field(f) for f in fields])
+    parts = [
+        conform_to(t.select([f for f in fields if f in t.schema.names]), keys_schema)
+        for t in tables
+        if t.num_rows
+    ]
+    for obj in objects:
+        stored = read_verified(
+            pool.store, pool.id, obj, pool.name, columns=[f for f in fields if f in obj.columns]
+        )
+        parts.append(conform_to(stored, keys_schema, lossless=True))
+    if not parts or not fields:
+        return KeySet(), frozenset()
+    joining = pa.concat_tables(parts)
+    keys = key_table(joining, key)
+    valid = _valid(keys, key)
+    keyed = keys.filter(pa.array(valid))
+    if keyed.num_rows:
+        names = keyed.column_names
+        counts = keyed.group_by(names, use_threads=False).aggregate([(names[0], "count")])
+        twice = counts.filter(pa.array(counts.column(f"{names[0]}_count").to_numpy() > 1))
+        if twice.num_rows:
+            raise _duplicate(pool, what, [twice.column(n)[0].as_py() for n in names])
+    incoming = KeySet.of_columns(key.key_columns(joining))
+    gone = set(deletes)
+    staying = [o for o in snapshot.objects.values() if o.id not in gone and incoming.meets(o)]
+    for obj in staying:
+        present = [f for f in fields if f in obj.columns]
+        stored = read_verified(pool.store, pool.id, obj, pool.name, columns=present)
+        rows = conform_to(stored, pa.schema([schema.field(f) for f in present]), lossless=True)
+        hit = match_rows(rows, joining, key)
+        if len(hit.rows):
+            found = key.key_columns(rows)
+            raise _duplicate(pool, what, [c[int(hit.rows[0])].as_py() for c in found])
+    # The objects it deletes are read too, as far as the commit's validation goes: their
+    # rows leave with it (and check_actions refuses a parent where one is gone already).
+    return incoming, frozenset([*(o.id for o in staying), *gone])
+
+
+def _duplicate(pool: Pool, what: str, values: list[Any]) -> DuplicateKeyError:
+    shown = ", ".join(f"{f}={v!r}" for f, v in zip(pool.config.key.fields, values, strict=False))
+    return DuplicateKeyError(
+        f"pool {pool.name} is unique by {pool.config.key}: {what} would leave two rows with "
+        f"key {shown}; nothing committed (remove one of them on either side first)"
+    )
+
+
 def _replans(e: CommitConflictError) -> bool:
     """A conflict a fresh plan can resolve (not a spent budget, a lapsed write window or a
     catalog race)."""
@@ -741,6 +806,7 @@ __all__ = [
     "Matched",
     "UpsertPlan",
     "UpsertResult",
+    "check_unique",
     "commit_upsert",
     "key_table",
     "last_per_key",

@@ -32,7 +32,22 @@ def load_sources(
     txn: Sequence[Txn] = (),
 ) -> Commit:
     """Ingest ``sources`` into ``branch`` as one commit landing the transactions ``txn``
-    (TxnCommittedError when one is in already: see :mod:`lake_core.txn`)."""
+    (TxnCommittedError when one is in already: see :mod:`lake_core.txn`). A unique pool
+    (``lake create --unique``, whatever pools.yaml's mode says) upserts, as every load into
+    one does: appending would keep two rows of a key."""
+    if pool.config.unique:
+        result = upsert_sources(
+            lake,
+            pool,
+            sources,
+            branch=branch,
+            delete_when=None,
+            message=message,
+            meta=meta,
+            txn=txn,
+        )
+        assert result.commit is not None  # without delete_when every row is written
+        return result.commit
     if lake.engine == "spark":
         from lake_spark import spark_load
 

@@ -12,6 +12,7 @@ import pytest
 from lake_cli import main
 from lake_core import Lake
 from lake_core.dedupe import dedupe, plan_dedupe
+from lake_core.loading import write_sources
 from lake_core.stores import open_store
 
 
@@ -129,12 +130,13 @@ def test_unique_pool_compaction_keeps_the_newest_row_per_key(lake_uri: str) -> N
     plain = lake.create_pool("src", "id:asc")
     pool = lake.create_pool("u", "id:asc", unique=True, target_size=2_000, seek_stride=1024)
     pool.load([pa.table({"id": list(range(50)), "v": ["a"] * 50})])
-    pool.create_branch("dev")
     pool.load([pa.table({"id": list(range(0, 50, 2)), "v": ["main"] * 25})])
-    dev = pool.load([pa.table({"id": list(range(0, 50, 5)), "v": ["dev"] * 10})], "dev")
-    assert dev is not None
-    # The merge brings dev's rewritten objects in as they are: keys 0, 10, ... now live twice.
-    pool.merge("dev", "main")
+    # A unique pool gains no duplicate key through its own writes (loads upsert; merges and
+    # reverts that would duplicate one are refused), so inject some through the raw commit
+    # path (objects written, then committed as they are): keys 0, 5, 10, ... now live twice.
+    dev = pa.table({"id": list(range(0, 50, 5)), "v": ["dev"] * 10})
+    objects, schema = write_sources(pool, [dev], "main")
+    pool.commit("main", objects, [], incoming_schema=schema)
     t = pool.read()
     assert t.num_rows > 50
     objs = list(pool.snapshot(pool.tip()).objects.values())
@@ -144,8 +146,8 @@ def test_unique_pool_compaction_keeps_the_newest_row_per_key(lake_uri: str) -> N
     assert result.commit.extra["kind"] == "dedupe" and not result.commit.layout_only
     got = dict(zip(pool.read()["id"].to_pylist(), pool.read()["v"].to_pylist(), strict=True))
     assert len(got) == 50 and pool.read().num_rows == 50
-    # Newest per key: the merge's objects were added last, so dev's rows win where both
-    # branches replaced a key (0, 10, 20, ...); main's elsewhere on even keys.
+    # Newest per key: the injected objects were added last, so their rows win (0, 5, 10,
+    # ...); main's upserted rows elsewhere on even keys.
     for i in range(50):
         want = "dev" if i % 5 == 0 else ("main" if i % 2 == 0 else "a")
         assert got[i] == want, i

@@ -405,6 +405,12 @@ def test_unique_pool_loads_upsert(lake: Lake) -> None:
     commit = pool.load(pa.table({"id": [2, 3], "v": ["bb", "c"]}))
     assert commit.extra["upsert"] == {"inserted": 1, "updated": 1, "deleted": 0}
     assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "a"), (2, "bb"), (3, "c")]
+    # The module function other callers use (Dagster's engine) upserts too.
+    from lake_core.loading import load
+
+    again = load(pool, [pa.table({"id": [3], "v": ["cc"]})])
+    assert again.extra["upsert"] == {"inserted": 0, "updated": 1, "deleted": 0}
+    assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "a"), (2, "bb"), (3, "cc")]
     with pytest.raises(UsageError, match="unique"):
         pool.add(pa.table({"id": [9]}))
     assert pool.staged() == []
@@ -487,3 +493,41 @@ def test_row_groups_without_incoming_keys_are_copied(lake: Lake, order: str) -> 
     assert got_keyed[(3000,)]["s"] == "upd" and got_keyed[(3000,)]["f"] is None
     for k in (0, 2999, 3002, 5990):  # rows from copied and rewritten groups, as they were
         assert {**got_keyed[(k,)], "op": None} == {**expect[(k,)], "op": None}
+
+
+def test_merge_into_a_unique_pool_refuses_a_key_both_sides_wrote(lake: Lake) -> None:
+    from lake_core.errors import DuplicateKeyError
+
+    pool = lake.create_pool("u", "id:asc", unique=True)
+    pool.load(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    pool.create_branch("dev")
+    pool.load(pa.table({"id": [2, 10], "v": ["main2", "main10"]}))
+    pool.load(pa.table({"id": [2, 20], "v": ["dev2", "dev20"]}), "dev")
+    tip = pool.tip()
+    with pytest.raises(DuplicateKeyError, match="id=2") as caught:
+        pool.merge("dev")
+    assert isinstance(caught.value, CommitConflictError)
+    assert pool.tip() == tip
+    # Without a key both sides wrote, the merge applies and keys stay unique.
+    pool.create_branch("dev2")
+    pool.load(pa.table({"id": [30], "v": ["dev30"]}), "dev2")
+    pool.load(pa.table({"id": [40], "v": ["main40"]}))
+    pool.merge("dev2")
+    got = by_key(rows(pool), ("id",))
+    assert set(got) == {(1,), (2,), (3,), (10,), (30,), (40,)}
+
+
+def test_revert_on_a_unique_pool_refuses_to_bring_back_a_replaced_key(lake: Lake) -> None:
+    from lake_core.errors import DuplicateKeyError
+
+    pool = lake.create_pool("u", "id:asc", unique=True)
+    pool.load(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    first = pool.load(pa.table({"id": [1], "v": ["A"]}))
+    pool.load(pa.table({"id": [1], "v": ["AA"]}))
+    tip = pool.tip()
+    with pytest.raises(DuplicateKeyError, match="id=1"):
+        pool.revert(first.id)  # would bring back (1, a) beside (1, AA)
+    assert pool.tip() == tip
+    last = pool.load(pa.table({"id": [3], "v": ["c"]}))
+    pool.revert(last.id)  # removes key 3: fine
+    assert [r["id"] for r in rows(pool)] == [1, 2]
