@@ -134,7 +134,7 @@ def plan_onto(
     """Plan applying ``change`` to ``target`` (see the module docstring). ``schema`` covers
     every column of the change and of the target. Reads only by-rows components and the
     target objects whose key range meets them; writes nothing."""
-    fields = pool.config.key.fields
+    fields = pool.config.key.names(schema)  # ``this``: the pool's columns
     plan = Plan()
     by_rows: list[list[ObjectMeta]] = []
     removed_ids = {o.id for o in change.removed}
@@ -234,7 +234,7 @@ def plan_merge(
 
     A key range of the source's change that the target did not touch since the base (no
     object of ``ours`` meets it) applies by object id without reading anything."""
-    fields = pool.config.key.fields
+    fields = pool.config.key.names(schema)  # ``this``: the pool's columns
     plan = Plan()
     our_spans = [span(o, fields) for o in (*ours.removed, *ours.added)]
     removed_ids = {o.id for o in theirs.removed}

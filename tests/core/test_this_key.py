@@ -251,3 +251,18 @@ def test_spark_load_and_upsert_refuse_this_pools(tmp_path: Any) -> None:
     with pytest.raises(UsageError, match="whole record"):
         spark_upsert(None, pool, [str(f)])  # type: ignore[arg-type]
     assert pool.tip() is None
+
+
+def test_this_pool_history_through_compaction(tmp_path: Any) -> None:
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("h", "this:asc", target_size=600, seek_stride=1024)
+    first, second, third = _batches(2)
+    undo = pool.load([first]).id
+    pool.create_branch("dev")
+    pool.load([second])
+    pool.load([third], "dev")
+    pool.compact()  # revert and merge see through the compaction, by rows
+    pool.revert(undo)
+    pool.merge("dev", "main")
+    want = sorted(_all_rows([second, third]), key=lambda r: _sort_key(r, ["a", "b", "c"], False))
+    assert pool.read().to_pylist() == want
