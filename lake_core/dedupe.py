@@ -1,7 +1,8 @@
 """Dedupe: remove duplicate keys from a pool in one commit (``lake dedupe -p POOL``).
 
-For a pool that was loaded without upserts (or a branch merge that brought duplicates into a
-unique pool): afterwards no two live rows share a key. Per key the row kept is the one of the
+For a pool that was loaded without upserts (or a unique pool given duplicates through the raw
+commit path, ``Pool.commit`` of objects written elsewhere): afterwards no two live rows share
+a key. Per key the row kept is the one of the
 **last commit** — objects in a snapshot are in the order they were added — and within one
 object the last in object order (the writer's sort is stable, so that is the last in input
 order): the row an upsert would have left. Key equality is :meth:`PoolKey.same_as_next`: a

@@ -10,9 +10,10 @@ racing a compaction never conflict: they only add objects.
 A run's objects are merged in snapshot order (the order they were added: oldest first), so
 equal keys come out oldest first. On a unique pool (``PoolConfig.unique``) the merge then
 keeps only the last row of each key (:class:`~lake_core.merge.KeepLast`): the newest, as an
-upsert would have left it. Upserts leave no duplicate keys, but a branch merge can bring
-some; compaction never resurrects the replaced row. Such a commit removed rows, so it is
-recorded as ``kind: dedupe`` (not a layout-only compaction).
+upsert would have left it. Upserts leave no duplicate keys and merges or reverts that would
+are refused, but objects committed as they are (``Pool.commit`` of objects written
+elsewhere) can bring some; compaction then never resurrects the replaced row. Such a commit
+removed rows, so it is recorded as ``kind: dedupe`` (not a layout-only compaction).
 """
 
 from __future__ import annotations

@@ -438,13 +438,16 @@ def test_spark_compaction_of_explicit_objects(spark: Any, lake: Lake) -> None:
 
 
 def _merged_duplicates(lake: Lake, name: str) -> Pool:
-    """A unique pool into which a branch merge brought duplicate keys (dev's are newer)."""
+    """A unique pool holding duplicate keys, injected through the raw commit path (its own
+    loads upsert and merges refuse duplicates); the injected rows are the newest."""
+    from lake_core.loading import write_sources
+
     pool = lake.create_pool(name, "id:asc", unique=True, target_size=2_000, seek_stride=1024)
     pool.load([pa.table({"id": list(range(60)), "v": ["a"] * 60})])
-    pool.create_branch("dev")
     pool.load([pa.table({"id": list(range(0, 60, 2)), "v": ["main"] * 30})])
-    pool.load([pa.table({"id": list(range(0, 60, 3)), "v": ["dev"] * 20})], "dev")
-    pool.merge("dev", "main")
+    dev = pa.table({"id": list(range(0, 60, 3)), "v": ["dev"] * 20})
+    objects, schema = write_sources(pool, [dev], "main")
+    pool.commit("main", objects, [], incoming_schema=schema)
     return pool
 
 
