@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lake_cli import main
+from lake_cli import main, report
 from lake_core import Lake
 from lake_core.dedupe import dedupe, plan_dedupe
 from lake_core.loading import write_sources
@@ -144,6 +144,8 @@ def test_unique_pool_compaction_keeps_the_newest_row_per_key(lake_uri: str) -> N
     assert result.commit is not None
     assert result.duplicates_removed == t.num_rows - 50
     assert result.commit.extra["kind"] == "dedupe" and not result.commit.layout_only
+    line = report.compacted_lines(result)[0]  # what lake compact prints
+    assert line.endswith(f", removed {result.duplicates_removed} duplicate rows"), line
     got = dict(zip(pool.read()["id"].to_pylist(), pool.read()["v"].to_pylist(), strict=True))
     assert len(got) == 50 and pool.read().num_rows == 50
     # Newest per key: the injected objects were added last, so their rows win (0, 5, 10,
@@ -203,6 +205,7 @@ def test_dedupe_cli(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
 
     before = _state(lake_uri)
     for args, status in (
+        (["create", "x", "--orderby", "this,id"], 2),  # the whole record or fields, not both
         (["dedupe", "-p", "nope"], 1),
         (["dedupe", "-p", "p@nobranch"], 1),
         (["dedupe"], 2),
