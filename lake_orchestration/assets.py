@@ -33,9 +33,10 @@ from lake_core.landing import (
 from lake_core.loading import Source
 from lake_core.maintenance import rewrite_partition
 from lake_core.txn import Txn
+from lake_core.upsert import UpsertResult
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.engine import load_sources, upsert_sources
-from lake_orchestration.metadata import pool_metadata
+from lake_orchestration.metadata import pool_metadata, upsert_io_metadata
 from lake_orchestration.resources import LakeResource
 
 GROUP = "lake_pools"
@@ -107,7 +108,7 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
         kinds={KIND},
         description=_description(spec),
         metadata=_definition_metadata(spec),
-        # Upserts of one key commute only when they touch different keys: in the pool's
+        # Two upserts of the same key do not commute (the last commit wins): in the pool's
         # concurrency pool (limit 1 in deploy/dagster.yaml) the runs a sensor requested
         # apply one at a time, in the order Dagster starts them.
         pool=spec.concurrency_pool if spec.mode == "upsert" else None,
@@ -137,6 +138,8 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
                 )
             wanted = [f.path for f in recent]
 
+        upserts: list[UpsertResult] = []
+
         def load_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit | None:
             verb = "upserted" if spec.mode == "upsert" else "ingested"
             message = f"{verb} {len(files)} landing files (dagster run {context.run.run_id[:8]})"
@@ -161,6 +164,7 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
                 meta=meta,
                 txn=txns,
             )
+            upserts.append(result)
             context.log.info(
                 f"upsert: {result.inserted} inserted, {result.updated} updated, "
                 f"{result.deleted} deleted; read {result.objects_read} objects, skipped "
@@ -196,6 +200,7 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
                 **pool_metadata(pool, spec.branch, commit, changes=commits),
                 "lake/files": len(done.files),
                 "lake/landing_files": dg.MetadataValue.json(done.files[:100]),
+                **upsert_io_metadata([u for u in upserts if u.commit is not None]),
             },
             data_version=dg.DataVersion(commit.id),
         )

@@ -23,6 +23,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
 from lake_core.units import format_size
+from lake_core.upsert import UpsertResult
 
 
 def column_schema(schema: pa.Schema | None) -> dg.TableSchema:
@@ -99,6 +100,20 @@ def change_metadata(commits: Sequence[Commit]) -> dict[str, Any]:
         for what in UPSERT_COUNTS:
             md[f"lake/{what}"] = dg.MetadataValue.int(sum(int(u.get(what, 0)) for u in upserts))
     return md
+
+
+def upsert_io_metadata(results: Sequence[UpsertResult]) -> dict[str, Any]:
+    """What the upserts that committed read and rewrote, summed (nothing when there are
+    none): the live objects read because their key range holds an incoming key, those left
+    unread, and the stored bytes of the objects replaced and written."""
+    if not results:
+        return {}
+    return {
+        "lake/objects_read": dg.MetadataValue.int(sum(r.objects_read for r in results)),
+        "lake/objects_skipped": dg.MetadataValue.int(sum(r.objects_skipped for r in results)),
+        "lake/bytes_rewritten": dg.MetadataValue.int(sum(r.bytes_rewritten for r in results)),
+        "lake/bytes_written": dg.MetadataValue.int(sum(r.bytes_written for r in results)),
+    }
 
 
 def pool_metadata(

@@ -125,6 +125,14 @@ def test_sensor_run_upserts_a_change_feed_with_exact_rows_and_counts(
     assert md["dagster/row_count"].value == 5
     # Created unique: a `lake load` into it from outside upserts as well.
     assert env.lake.pool("customers").config.unique
+    # New keys only: an object of their own, no live object read.
+    env.drop("1b-more.ndjson", [{"id": i, "name": f"c{i}", "op": "c"} for i in (100, 101)])
+    more = job.execute_in_process(
+        instance=instance,
+        run_config={"ops": {"customers": {"config": {"files": ["1b-more.ndjson"]}}}},
+    )
+    md = materialization(more)
+    assert values(md, "inserted", "objects_read", "objects_skipped") == (2, 0, 1)
 
     # A change feed: updates (the last row of a key wins), deletes (one of an absent key),
     # an insert, and a row without the key (never matches: inserted).
@@ -143,17 +151,26 @@ def test_sensor_run_upserts_a_change_feed_with_exact_rows_and_counts(
     requests, cursor = env.sensor_requests(cursor)
     assert not requests
     (request,), cursor = env.sensor_requests(cursor)
-    assert request.run_config["ops"]["customers"]["config"]["files"] == ["2-changes.ndjson"]
+    # 1b-more.ndjson was ingested by a run the sensor did not request: its transaction says so.
+    assert request.run_config["ops"]["customers"]["config"]["files"] == [
+        "1b-more.ndjson",
+        "2-changes.ndjson",
+    ]
     second = job.execute_in_process(instance=instance, run_config=request.run_config)
     assert second.success
     md = materialization(second)
     assert values(md, "inserted", "updated", "deleted") == (2, 2, 1)
+    # Only the object whose key range holds an incoming key is read and rewritten.
+    assert values(md, "objects_read", "objects_skipped") == (1, 1)
+    assert md["lake/bytes_rewritten"].value > 0 and md["lake/bytes_written"].value > 0
     expected = [
         {"id": 1, "name": "c1", "op": "c"},
         {"id": 2, "name": "two", "op": "u"},
         {"id": 4, "name": "four", "op": "u"},
         {"id": 5, "name": "c5", "op": "c"},
         {"id": 6, "name": "c6", "op": "c"},
+        {"id": 100, "name": "c100", "op": "c"},
+        {"id": 101, "name": "c101", "op": "c"},
         {"id": None, "name": "keyless", "op": "c"},  # null keys sort last
     ]
     assert env.rows() == expected
