@@ -230,7 +230,9 @@ def commit(
     deleted object is gone; nothing committed), SchemaConflictError, RetriesExhaustedError,
     CommitStateUnknownError. ``guard`` runs right before every append (the commit point):
     maintenance passes its lock's ``check`` so a lost lock aborts the commit."""
-    if request.empty:
+    if request.empty and not request.txns:
+        # A request with no actions but an application transaction still commits: it records
+        # the transaction, so a redelivery is refused (an upsert that changed nothing).
         raise EmptyTransactionError("nothing to commit")
     branch = request.branch
     retry = pool.lake_config.retry

@@ -151,8 +151,8 @@ class LandingZone:
 
 
 #: Loads ``paths`` of a zone as one commit recording ``txns`` (the engine's load), or returns
-#: None when the files change nothing, so there is nothing to commit (an upsert whose rows
-#: only delete keys that are not live).
+#: None when the files change nothing and no commit records them (an upsert with ``txns``
+#: always commits, recording them even when its rows only delete keys that are not live).
 Loader = Callable[[Sequence[str], Sequence[Txn]], Commit | None]
 
 

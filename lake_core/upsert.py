@@ -93,7 +93,7 @@ def _key_name(i: int) -> str:
 class UpsertResult:
     """What one upsert did. The object counters are those of the attempt that committed."""
 
-    commit: Commit | None  # None only when the upsert changes nothing
+    commit: Commit | None  # None only when the upsert changes nothing and lands no txn
     inserted: int  # rows whose key was not live before
     updated: int  # live rows replaced by an incoming row with the same key
     deleted: int  # live rows removed by delete_when rows
@@ -725,7 +725,9 @@ def upsert(
     on_object: Callable[[ObjectMeta], None] | None = None,
 ) -> UpsertResult:
     """Upsert ``sources`` into ``branch`` in one commit (see the module docstring). Returns
-    the counts; ``.commit`` is None when nothing changes (only deletes of absent keys).
+    the counts; ``.commit`` is None when nothing changes (only deletes of absent keys) —
+    unless ``txn`` is given: then a commit without actions records it, so a redelivery of
+    the input is refused even after later commits wrote its keys (it would delete them).
 
     Raises EmptyTransactionError (no records), BranchNotFoundError, SchemaConflictError,
     SchemaModeError, ExpressionError (``delete_when``), TxnCommittedError (``txn`` is in
@@ -743,7 +745,7 @@ def upsert(
             snapshot = pool.snapshot(pool.tip(branch))
         plan = plan_upsert(pool, snapshot, incoming)
         counts = (plan.inserted, plan.updated, plan.deleted)
-        if plan.empty:
+        if plan.empty and not txns:
             return _result(None, plan, [], attempt + 1)
         started = pool.clock.now()
         batch = SyncBatch()

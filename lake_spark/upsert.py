@@ -432,7 +432,7 @@ def _commit(
         conform_to(layout.empty_table(), unified, exact=False).schema if writes else None
     )
     commit = None
-    if adds or deletes:
+    if adds or deletes or txns:  # a txn is recorded even when nothing changes (as locally)
         commit = commit_upsert(
             pool,
             branch,

@@ -3,6 +3,9 @@ each test is a bug found by attacking the landed code, kept as a regression test
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -10,7 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from lake_core import Lake
+from lake_core.commit import Commit
+from lake_core.landing import LandingZone, ingest_once
 from lake_core.pool import Pool
+from lake_core.stores import open_store
+from lake_core.txn import Txn
 
 Row = dict[str, Any]
 
@@ -105,3 +112,35 @@ def test_dedupe_after_a_compaction_keeps_the_newest_row(lake: Lake) -> None:
     assert pool.compact().commit is not None  # merges partition x only
     assert pool.dedupe().rows_removed == 1
     assert _rows(pool) == [(1, "new"), (5, "other")]
+
+
+def test_an_upsert_that_changes_nothing_records_its_transaction(lake: Lake, tmp_path: Path) -> None:
+    # A change-feed file of deletes of absent keys changed nothing, so the upsert committed
+    # nothing and no commit recorded its transaction: a later whole-zone run took it again
+    # and, after a newer file had inserted that key, deleted the newer row (not the serial
+    # result of the files in order).
+    pool = lake.create_pool("p", "id:asc", unique=True)
+    pool.load(pa.table({"id": [1], "v": ["a"], "op": ["c"]}))
+    zone_dir = tmp_path / "zone"
+    zone_dir.mkdir()
+    zone = LandingZone(str(zone_dir), open_store(str(zone_dir)), ["ndjson"])
+
+    def upsert_files(files: Sequence[str], txns: Sequence[Txn]) -> Commit | None:
+        sources = [zone.source(f) for f in files]
+        return pool.upsert(sources, delete_when="op = 'd'", txn=txns).commit
+
+    (zone_dir / "001.ndjson").write_text(json.dumps({"id": 5, "op": "d"}) + "\n")
+    first = ingest_once(pool, zone, ["001.ndjson"], upsert_files)
+    assert first.unchanged == [] and first.files == ["001.ndjson"]
+    assert pool.read_commit(pool.tip()).extra["upsert"] == {
+        "inserted": 0,
+        "updated": 0,
+        "deleted": 0,
+    }
+    (zone_dir / "002.ndjson").write_text(json.dumps({"id": 5, "v": "new", "op": "c"}) + "\n")
+    assert ingest_once(pool, zone, ["002.ndjson"], upsert_files).files == ["002.ndjson"]
+    again = ingest_once(pool, zone, [f.path for f in zone.files()], upsert_files)
+    assert again.files == [] and again.skipped == ["001.ndjson", "002.ndjson"]
+    assert _rows(pool) == [(1, "a"), (5, "new")]
+    # Without a transaction nothing is committed, as before.
+    assert pool.upsert(pa.table({"id": [9], "op": ["d"]}), delete_when="op = 'd'").commit is None

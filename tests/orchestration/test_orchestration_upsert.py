@@ -280,9 +280,10 @@ def test_s3_lake_and_landing_upsert(
     ]
 
 
-def test_a_file_that_changes_nothing_commits_nothing(env: Env) -> None:
-    """Deletes of keys that are not live change nothing: no commit, so no transaction records
-    the file (the run says so and a later run takes it again)."""
+def test_a_file_that_changes_nothing_still_records_its_transaction(env: Env) -> None:
+    """Deletes of keys that are not live change no row, but the commit (without actions)
+    records the file's transaction: a later run never takes it again, where it would delete
+    keys a newer file inserted meanwhile (tests/core/test_upsert_review.py)."""
     env.drop("1.ndjson", [{"id": 1, "name": "a", "op": "c"}])
     job = env.defs.resolve_job_def("ingest_customers")
     assert job.execute_in_process().success
@@ -291,10 +292,13 @@ def test_a_file_that_changes_nothing_commits_nothing(env: Env) -> None:
     result = job.execute_in_process()
     assert result.success
     md = materialization(result)
-    assert (md["lake/files"].value, md["lake/unchanged_files"].value) == (0, 1)
-    assert env.lake.pool("customers").tip() == tip
+    assert md["lake/files"].value == 1
+    assert values(md, "inserted", "updated", "deleted") == (0, 0, 0)
+    pool = env.lake.pool("customers")
+    assert pool.tip() != tip
+    assert pool.read_commit(pool.tip()).actions == ()
     assert env.rows() == [{"id": 1, "name": "a", "op": "c"}]
     spec = env.config.pool("customers")
     zone = env.resource.landing(spec)
     assert zone is not None
-    assert zone.pending(env.lake.pool("customers"), ["1.ndjson", "2.ndjson"]) == ["2.ndjson"]
+    assert zone.pending(pool, ["1.ndjson", "2.ndjson"]) == []
