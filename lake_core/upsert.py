@@ -681,13 +681,18 @@ def check_unique(
         twice = counts.filter(pa.array(counts.column(f"{names[0]}_count").to_numpy() > 1))
         if twice.num_rows:
             raise _duplicate(pool, what, [twice.column(n)[0].as_py() for n in names])
-    incoming = KeySet.of_columns(key.key_columns(joining))
+    # Under ``this`` a record holding a null matches an equal record in any object: the set
+    # then meets every object (:func:`incoming_keys_of`; ``of_columns`` would drop it).
+    incoming = incoming_keys_of(joining, key)
     gone = set(deletes)
     staying = [o for o in snapshot.objects.values() if o.id not in gone and incoming.meets(o)]
     for obj in staying:
         present = [f for f in fields if f in obj.columns]
         stored = read_verified(pool.store, pool.id, obj, pool.name, columns=present)
-        rows = conform_to(stored, pa.schema([schema.field(f) for f in present]), lossless=True)
+        # Under ``this`` both sides of the join hold every key column (typed nulls where the
+        # object lacks one), as in plan_upsert, so equal records join.
+        fitted = keys_schema if key.nulls_match else pa.schema([schema.field(f) for f in present])
+        rows = conform_to(stored, fitted, lossless=True)
         hit = match_rows(rows, joining, key)
         if len(hit.rows):
             found = key.key_columns(rows)
