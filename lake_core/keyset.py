@@ -11,6 +11,12 @@ a row whose key is in the set always meets it; meeting is allowed to be a false 
 span only bounds the object's keys), never a false negative. So anything that cannot be
 compared — a key type the stats do not encode (decimals, binary), bounds of another type or
 length — counts as meeting: the object is read, never wrongly skipped.
+
+Whole-record keys (``--orderby this``, :meth:`KeySet.of_whole`): a null is a value there, so
+a key holding nulls matches an equal record. Such a key is kept as its *prefix* (the fields
+before its first null): a row equal to it has that prefix, so only an object whose span's
+first fields can hold the prefix meets it. A key whose first field is null meets every object
+holding rows with a null first field (those sort past ``max``; ``min`` is None when all do).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -44,9 +51,45 @@ class KeySet:
     keys: tuple[tuple[Any, ...], ...] = ()
     width: int = 1
     opaque: bool = False
-    #: Every object meets the set, even one whose first key field is null in every row: a
-    #: whole-record (``this``) key holding a null, which matches an equal record.
+    #: Every object meets the set (even one whose first key field is null in every row).
     everything: bool = False
+    #: Whole-record keys holding a null, as (prefix length, sorted distinct encoded prefixes).
+    prefixes: tuple[tuple[int, tuple[tuple[Any, ...], ...]], ...] = ()
+    #: The first key field, when some whole-record key has it null (see the module docstring).
+    null_first: str | None = None
+
+    @classmethod
+    def of_whole(
+        cls, columns: Sequence[pa.ChunkedArray[Any] | pa.Array[Any]], names: Sequence[str]
+    ) -> KeySet:
+        """The set of whole-record keys (``columns``: one per pool column ``names``, in key
+        order), nulls being values: keys without a null as :meth:`of_columns` keeps them,
+        the others as prefixes (see the module docstring)."""
+        if not columns:
+            return cls()
+        width = len(columns)
+        chunked = [pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in columns]
+        nulls = np.column_stack(
+            [pc.is_null(c).to_numpy(zero_copy_only=False) for c in chunked]
+        )
+        holed: Any = nulls.any(axis=1)
+        whole = cls.of_columns([c.filter(pa.array(~holed)) for c in chunked])
+        if not holed.any():
+            return whole
+        first_null = nulls.argmax(axis=1)
+        prefixes = []
+        opaque = whole.opaque
+        null_first = None
+        for length in sorted({int(i) for i in first_null[holed]}):
+            mask: Any = holed & (first_null == length)
+            picked = pa.array(mask)
+            if length == 0:
+                null_first = str(names[0])
+                continue
+            part = cls.of_columns([c.filter(picked) for c in chunked[:length]])
+            opaque = opaque or part.opaque
+            prefixes.append((length, part.keys))
+        return cls(whole.keys, width, opaque, prefixes=tuple(prefixes), null_first=null_first)
 
     @classmethod
     def of_columns(cls, columns: Sequence[pa.ChunkedArray[Any] | pa.Array[Any]]) -> KeySet:
@@ -94,7 +137,9 @@ class KeySet:
         return len(self.keys)
 
     def __bool__(self) -> bool:
-        return bool(self.keys) or self.opaque or self.everything
+        return bool(
+            self.keys or self.opaque or self.everything or self.prefixes or self.null_first
+        )
 
     def spans(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> bool:
         """Whether the closed span ``[lo, hi]`` (ascending terms) contains one of the keys."""
@@ -104,26 +149,39 @@ class KeySet:
             return False  # the object's first key field is null in every row: no key matches
         if self.opaque:
             return True
+        for length, prefixes in self.prefixes:
+            if _holds(prefixes, tuple(lo[:length]), tuple(hi[:length])):
+                return True
         if not self.keys:
             return False
         if len(lo) != self.width or len(hi) != self.width:
             return True  # bounds of another key shape: not comparable, so read it
-        try:
-            i = bisect_left(self.keys, tuple(lo))
-            return i < len(self.keys) and not tuple(hi) < self.keys[i]
-        except TypeError:
-            return True
+        return _holds(self.keys, tuple(lo), tuple(hi))
 
     def meets(self, obj: ObjectMeta) -> bool:
         """Whether ``obj``'s key span contains one of the keys (see the module docstring)."""
+        if self.null_first is not None:
+            col = obj.columns.get(self.null_first)
+            if obj.min is None or col is None or col.nulls > 0:
+                return True  # it holds rows whose first key field is null
         return self.spans(obj.min, obj.max)
 
     @property
     def bounds(self) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
         """(smallest, largest) key, or None when empty or opaque."""
-        if self.opaque or not self.keys:
+        if self.opaque or not self.keys or self.prefixes or self.null_first:
             return None
         return self.keys[0], self.keys[-1]
+
+
+def _holds(keys: Sequence[tuple[Any, ...]], lo: tuple[Any, ...], hi: tuple[Any, ...]) -> bool:
+    """Whether sorted ``keys`` has one in the closed span [lo, hi] (True when the bounds do
+    not compare: a None or another type, so the object is read)."""
+    try:
+        i = bisect_left(keys, lo)
+        return i < len(keys) and not hi < keys[i]
+    except TypeError:
+        return True
 
 
 __all__ = ["KeySet"]

@@ -212,11 +212,10 @@ def prepare(
 
 def incoming_keys_of(table: pa.Table, key: PoolKey) -> KeySet:
     """The :class:`KeySet` of ``table``'s keys. Under ``this`` a record holding a null (a
-    column it lacks, too) matches an equal record, which may lie in any object: the set then
-    meets every object (sound; such an upsert reads every live object)."""
+    column it lacks, too) matches an equal record: :meth:`KeySet.of_whole`."""
     columns = key.key_columns(table)
-    if key.nulls_match and any(c.null_count for c in columns):
-        return KeySet((), len(columns), opaque=True, everything=True)
+    if key.nulls_match:
+        return KeySet.of_whole(columns, key.names(table.schema))
     return KeySet.of_columns(columns)
 
 
@@ -681,8 +680,8 @@ def check_unique(
         twice = counts.filter(pa.array(counts.column(f"{names[0]}_count").to_numpy() > 1))
         if twice.num_rows:
             raise _duplicate(pool, what, [twice.column(n)[0].as_py() for n in names])
-    # Under ``this`` a record holding a null matches an equal record in any object: the set
-    # then meets every object (:func:`incoming_keys_of`; ``of_columns`` would drop it).
+    # Under ``this`` a record holding a null matches an equal record: its prefix before the
+    # null is kept (:func:`incoming_keys_of`; ``of_columns`` would drop it).
     incoming = incoming_keys_of(joining, key)
     gone = set(deletes)
     staying = [o for o in snapshot.objects.values() if o.id not in gone and incoming.meets(o)]

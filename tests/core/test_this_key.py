@@ -266,3 +266,51 @@ def test_this_pool_history_through_compaction(tmp_path: Any) -> None:
     pool.merge("dev", "main")
     want = sorted(_all_rows([second, third]), key=lambda r: _sort_key(r, ["a", "b", "c"], False))
     assert pool.read().to_pylist() == want
+
+
+def test_whole_record_keyset_keeps_keys_with_nulls_as_prefixes() -> None:
+    from lake_core.keyset import KeySet
+
+    keys = KeySet.of_whole(
+        [pa.array([1, 2, None, 4]), pa.array(["x", None, "z", None])], ["a", "b"]
+    )
+    assert keys.keys == ((1, "x"),) and keys.prefixes == ((1, ((2,), (4,))),)
+    assert keys.null_first == "a" and keys.bounds is None
+
+    def obj(lo: list[Any], hi: list[Any], nulls: int = 0) -> ObjectMeta:
+        return ObjectMeta("o", lo, hi, 2, 1, {"a": ColumnMeta("int64", lo[0], hi[0], nulls)})
+
+    assert keys.meets(obj([1, "x"], [1, "x"]))  # a whole key
+    assert keys.meets(obj([2, "a"], [2, "b"]))  # the prefix (2,) of (2, null)
+    assert not keys.meets(obj([3, "a"], [3, "z"]))  # neither
+    assert keys.meets(obj([5, "a"], [6, "b"], nulls=1))  # holds null first fields: (null, z)
+
+
+def test_unique_this_upsert_of_a_record_with_nulls_reads_only_its_objects(
+    lake_uri: str,
+) -> None:
+    lake = Lake.init(lake_uri)
+    pool = lake.create_pool("u", "this:asc", unique=True)
+    for lo in (0, 100, 200):
+        pool.load(
+            [pa.table({"a": list(range(lo, lo + 100)), "b": [None, "x"] * 50})]
+        )  # one object per load, disjoint ranges of a
+    result = pool.upsert([pa.table({"a": [150, 151], "b": pa.array([None, "x"])})])
+    assert (result.inserted, result.updated) == (0, 2)  # both equal live records
+    assert (result.objects_read, result.objects_skipped) == (1, 2)
+    assert pool.read().num_rows == 300
+
+
+def test_merge_of_the_same_record_with_nulls_keeps_it_once(tmp_path: Any) -> None:
+    from lake_core.errors import EmptyTransactionError
+
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("u", "this:asc", unique=True)
+    pool.load([pa.table({"a": [1, 2], "b": ["x", "y"]})])
+    pool.create_branch("dev")
+    same = pa.table({"a": [3], "b": pa.array([None], pa.string())})
+    pool.load([same])
+    pool.load([same], "dev")  # both sides insert the same record, which holds a null
+    with pytest.raises(EmptyTransactionError):  # the same change on both sides: nothing new
+        pool.merge("dev", "main")
+    assert pool.read().to_pylist().count({"a": 3, "b": None}) == 1
