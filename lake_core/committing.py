@@ -208,7 +208,8 @@ def check_unread(parent: Snapshot, keys: KeySet, read_ids: frozenset[str]) -> No
     for obj in parent.objects.values():
         if obj.id not in read_ids and keys.meets(obj):
             raise CommitConflictError(
-                f"object {obj.id}, committed after this upsert planned, holds keys it changes"
+                f"object {obj.id}, committed after this change was planned, holds keys it "
+                "writes"
             )
 
 

@@ -14,14 +14,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import NotFoundError, UsageError
+from lake_core.keyset import KeySet
 from lake_core.loading import Source, read_sources
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.txn import Txn, as_txns, check_txns
+from lake_core.upsert import check_unique, last_per_key
 from lake_core.writer import WriteOptions, write_objects
 
 if TYPE_CHECKING:
@@ -121,6 +125,17 @@ def rewrite_partition(
                 f"rewrite of partition {value}: input has rows of partition {wrong[0]}"
             )
     old = [o.id for o in snap.objects.values() if o.partition == value]
+    keys: KeySet | None = None
+    read_ids: frozenset[str] = frozenset()
+    if pool.config.unique and table.num_rows and schema is not None:
+        # Rows unique by the key, as its loads keep them: the last row per key in input order,
+        # and no key that another partition still holds (DuplicateKeyError, nothing written);
+        # validated at the commit against racing writers of those keys.
+        kept = last_per_key(table, pool.config.key.resolve(schema))
+        if len(kept) < table.num_rows:
+            table = table.take(pa.array(kept))
+        what = f"the rewrite of partition {value}"
+        keys, read_ids = check_unique(pool, snap, schema, [table], [], old, what)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     adds: list[ObjectMeta] = []
     with discarding_on_failure(pool, adds):
@@ -146,4 +161,6 @@ def rewrite_partition(
             incoming_schema=table.schema if table.num_rows else None,
             extra={"kind": "partition-rewrite"},
             txn=txns,
+            keys=keys,
+            read_ids=tuple(read_ids),
         )

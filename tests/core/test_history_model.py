@@ -32,7 +32,12 @@ from hypothesis import strategies as st
 
 from lake_core import Lake, LakeConfig
 from lake_core.changes import delete_objects, delete_where, merge, revert
-from lake_core.errors import CommitConflictError, EmptyTransactionError, NotFoundError
+from lake_core.errors import (
+    CommitConflictError,
+    DuplicateKeyError,
+    EmptyTransactionError,
+    NotFoundError,
+)
 from lake_core.history import read_rows
 from lake_core.loading import load
 from lake_core.maintenance.compact import compact
@@ -127,6 +132,15 @@ class Model:
             return next((r for r in undo.get(x, []) if undoer(r) is None), None)
 
         return undoer(target)
+
+
+def duplicate_key(rows: Counter[Row]) -> bool:
+    """Some non-null ``id`` held by two rows: what a unique pool refuses to become (a merge or
+    revert that would make it fails with DuplicateKeyError and changes nothing)."""
+    ids = Counter[int | None]()
+    for r, n in rows.items():
+        ids[r[0]] += n
+    return any(n > 1 for i, n in ids.items() if i is not None)
 
 
 def minus(a: Counter[Row], b: Counter[Row]) -> Counter[Row]:
@@ -253,7 +267,11 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]], unique: bool = False) ->
             except EmptyTransactionError:
                 assert expect_empty or after == cur, (op, delta)
                 continue
+            except DuplicateKeyError:
+                assert unique and duplicate_key(after), op
+                continue
             assert not expect_empty, op
+            assert not (unique and duplicate_key(after)), op
             m.record(branch, c.id, after, reverts=target)
         elif kind == "merge":
             src = "dev" if branch == "main" else "main"
@@ -262,6 +280,10 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]], unique: bool = False) ->
             after, conflicts = merged_rows(m.at[base], m.rows[src], cur, resolve)
             try:
                 c = merge(pool, src, branch, resolve=resolve)
+            except DuplicateKeyError:
+                assert unique and duplicate_key(after), op
+                assert not (conflicts and resolve is None), op
+                continue
             except CommitConflictError:
                 assert conflicts and resolve is None, op
                 continue
@@ -269,6 +291,7 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]], unique: bool = False) ->
                 assert after == cur and not (conflicts and resolve is None), op
                 continue
             assert not (conflicts and resolve is None), (op, conflicts)
+            assert not (unique and duplicate_key(after)), op
             m.record(branch, c.id, after, merged=m.tip[src])
         for b in BRANCHES:
             assert lake_rows(pool, b) == m.rows[b], (op, b)

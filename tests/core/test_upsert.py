@@ -531,3 +531,21 @@ def test_revert_on_a_unique_pool_refuses_to_bring_back_a_replaced_key(lake: Lake
     last = pool.load(pa.table({"id": [3], "v": ["c"]}))
     pool.revert(last.id)  # removes key 3: fine
     assert [r["id"] for r in rows(pool)] == [1, 2]
+
+
+def test_partition_rewrite_of_a_unique_pool_keeps_keys_unique(lake: Lake) -> None:
+    from lake_core.errors import DuplicateKeyError
+
+    pool = lake.create_pool("u", "id:asc", partition_by="day", unique=True)
+    pool.load(pa.table({"id": [1, 2, 3], "day": ["d1", "d1", "d2"], "v": ["a", "b", "c"]}))
+    # Last row per key in input order, as a load keeps them.
+    pool.rewrite_partition(
+        "d1", pa.table({"id": [1, 1, 4], "day": ["d1"] * 3, "v": ["x", "y", "z"]}), guard=lambda: None
+    )
+    assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "y"), (3, "c"), (4, "z")]
+    tip = pool.tip()
+    with pytest.raises(DuplicateKeyError, match="id=3"):  # 3 lives in partition d2
+        pool.rewrite_partition(
+            "d1", pa.table({"id": [3], "day": ["d1"], "v": ["dup"]}), guard=lambda: None
+        )
+    assert pool.tip() == tip
