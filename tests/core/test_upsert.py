@@ -28,7 +28,6 @@ from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
 from lake_core.txn import Txn
 from lake_core.upsert import UpsertResult, plan_targets
-from tests.core.test_durability import record_gets
 
 Row = dict[str, Any]
 
@@ -200,12 +199,25 @@ def test_partitioned_pool_keeps_partitions(lake: Lake) -> None:
     assert got[(2,)]["v"] == "B" and got[(5,)]["day"] == "d1" and got[(6,)]["day"] == "d3"
 
 
-def test_untouched_objects_are_not_read(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    lake = Lake.init(str(tmp_path / "lake"))
+def _record_store_gets(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys ``pool``'s store (local or S3) reads from now on, in order."""
+    reads: list[str] = []
+    cls = type(pool.store)
+    real_get = cls.get
+
+    def get(self: Any, key: str, *args: Any, **kwargs: Any) -> bytes:
+        reads.append(key)
+        return real_get(self, key, *args, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(cls, "get", get)
+    return reads
+
+
+def test_untouched_objects_are_not_read(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> None:
     pool = three_objects(lake)
     objects = list(pool.snapshot(pool.tip()).objects.values())
     middle = next(o for o in objects if o.min == [100])
-    reads = record_gets(monkeypatch)
+    reads = _record_store_gets(pool, monkeypatch)
     result = pool.upsert(pa.table({"id": [104, 150], "v": ["x", "y"]}))
     data = [k for k in reads if "/data/" in k]
     assert data == [pool.layout.data(middle.id)]  # the one object whose span meets a key
