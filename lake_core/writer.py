@@ -504,10 +504,12 @@ def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:
 
 def _merge_stats(parts: list[dict[str, ColumnMeta]], rows: list[int]) -> dict[str, ColumnMeta]:
     """The stats of consecutive row ranges (``rows`` each) combined: equal to
-    :func:`table_meta` of the whole. A range whose column holds values but no bound (one
-    the stats cannot encode: an infinity, a decimal) leaves the whole without that bound —
-    the other ranges' bound would wrongly exclude its value from pruned queries; a range
-    of nulls only has no bound and adds none."""
+    :func:`table_meta` of the whole, or less precise, never wrong. A range whose column
+    holds values but no bound (one the stats cannot encode: an infinity, a decimal) leaves
+    the whole without that bound — the other ranges' bound would wrongly exclude its value
+    from pruned queries; a range of nulls only has no bound and adds none. (A range of NaN
+    only also has no bound, so the whole gets none where ``table_meta``, skipping NaN,
+    would give the others': unknown, which prunes nothing.)"""
     if len(parts) == 1:
         return parts[0]
     out: dict[str, ColumnMeta] = {}
