@@ -40,20 +40,19 @@ def pool_rows(pool: Pool) -> Counter[Row]:
 
 
 def race(
-    uri: str, *, unique: bool, seed: int, ops: int, compact: bool = True
+    uri: str, *, unique: bool, seed: int, ops: int
 ) -> tuple[dict[str, tuple[str, list[Row]]], dict[str, str], list[tuple[str, str, str]]]:
-    """Run the workers (and a compactor) against pool ``u`` of ``uri``. Returns the
+    """Run the workers and a compactor against pool ``u`` of ``uri``. Returns the
     operations by commit id (ok or unknown), the compactions' ids by status, and every
     (status, worker/op, commit id) outcome."""
     ctx = mp.get_context("spawn")
-    parties = WORKERS + (1 if compact else 0)
+    parties = WORKERS + 1
     start, stop, out = ctx.Barrier(parties), ctx.Event(), ctx.Queue()
     procs = [
         ctx.Process(target=upserter, args=(uri, "u", seed, w, ops, KEYS, start, out))
         for w in range(WORKERS)
     ]
-    if compact:
-        procs.append(ctx.Process(target=compactor, args=(uri, "u", start, stop, out)))
+    procs.append(ctx.Process(target=compactor, args=(uri, "u", start, stop, out)))
     for p in procs:
         p.start()
     reports: dict[int, list[Any]] = {}
@@ -62,9 +61,8 @@ def race(
         kind, worker, got = out.get(timeout=300)
         reports[worker] = got
     stop.set()
-    if compact:
-        kind, _, compactions = out.get(timeout=120)
-        assert kind == "compactions"
+    kind, _, compactions = out.get(timeout=120)
+    assert kind == "compactions"
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
@@ -163,7 +161,8 @@ def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultPr
 
 @pytest.mark.slow
 def test_racing_upserts_through_faults_replay_exactly(s3_bucket: str, proxy: FaultProxy) -> None:
-    """Lost answers and 5xx on journal appends and data objects while four processes upsert:
+    """Lost answers and 5xx on journal appends and data objects while four processes upsert
+    and load and a fifth compacts:
     every acknowledged upsert is in the log and replayed exactly; every unknown one is settled
     by the log (landed whole, or left nothing); failed ones left nothing."""
     uri = f"s3://{s3_bucket}/lake-{uuid.uuid4().hex[:6]}"
@@ -178,7 +177,7 @@ def test_racing_upserts_through_faults_replay_exactly(s3_bucket: str, proxy: Fau
         # Every try of one data object refused: a failed upsert or load.
         proxy.add(Rule("error", method="PUT", key=r"/data/", nth=12, times=3, status=500)),
     ]
-    by_commit, compacted, outcomes = race(uri, unique=False, seed=3, ops=8, compact=False)
+    by_commit, compacted, outcomes = race(uri, unique=False, seed=3, ops=8)
     assert sum(r.fired for r in rules) > 0, "no fault fired: the test proved nothing"
     proxy.clear()
     assert any(s == "ok" for s, _, _ in outcomes)
