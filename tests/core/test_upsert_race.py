@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import re
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +34,7 @@ from tests.upsert_model import load_rows, upsert_rows
 from tests.workers_upsert import DELETE_WHEN, SCHEMA, Row, compactor, plan, table_of, upserter
 
 WORKERS = 4
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = 40
 JOURNAL = r"/branches/\d+\.json$"
 
@@ -247,3 +253,49 @@ def test_unknown_upsert_outcome_is_settled_by_the_log(
     assert pool_rows(fresh) == want
     assert_journal_dense(fresh)
     assert_objects_intact(fresh)
+
+
+def run_cli_plan(uri: str, seed: int, worker: int, ops: int, where: Path) -> list[Any]:
+    """Worker ``worker``'s plan through the ``lake`` command, one process per operation:
+    [(i, status, commit id)] read from what each command printed."""
+    got = []
+    for i, (kind, rows) in enumerate(plan(seed, worker, ops, KEYS)):
+        f = where / f"w{worker}-{i}.ndjson"
+        f.write_text(
+            "".join(json.dumps(dict(zip(SCHEMA.names, r, strict=True))) + "\n" for r in rows)
+        )
+        args = ["load", "-p", "u", str(f)] if kind == "load" else ["upsert", "-p", "u", str(f)]
+        if kind == "upsert_delete":
+            args += ["--delete-when", DELETE_WHEN]
+        done = subprocess.run(
+            [sys.executable, "-m", "lake_cli", "--lake", uri, *args, "-m", f"w{worker} {i}"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert done.returncode == 0, done.stderr
+        last = done.stdout.splitlines()[-1]
+        got.append((i, "ok", None if last == "no rows changed" else last.split(" ")[0]))
+    return got
+
+
+@pytest.mark.slow
+def test_racing_lake_upsert_commands_equal_a_serial_replay(tmp_path: Path) -> None:
+    """The CLI face under contention: four workers each run their plan as ``lake upsert`` /
+    ``lake load`` commands (one OS process per operation, four at a time); the ids the
+    commands printed, replayed in log order, give the pool's rows exactly."""
+    uri = str(tmp_path / "lake")
+    setup(uri, False)
+    ops = 4
+    with ThreadPoolExecutor(WORKERS) as pool:
+        reports = list(pool.map(lambda w: run_cli_plan(uri, 5, w, ops, tmp_path), range(WORKERS)))
+    by_commit: dict[str, tuple[str, list[Row]]] = {}
+    outcomes = []
+    for w, got in enumerate(reports):
+        steps = plan(5, w, ops, KEYS)
+        for i, status, cid in got:
+            outcomes.append((status, f"w{w}/{i}", cid))
+            if cid is not None:
+                by_commit[cid] = steps[i]
+    check(uri, False, by_commit, {}, outcomes)
