@@ -15,9 +15,12 @@ The algorithm (docs/architecture.md, "Upserts"):
    the last row per key.
 2. :func:`plan_upsert` plans on the branch tip: the targets are the live objects whose key
    span contains an incoming key (:func:`plan_targets`); only they are read. Each is
-   merge-joined with the incoming keys (a hash join on the key columns); a target no incoming
-   key matches is left as it is. A matched target is deleted and its other rows are written
-   again, with the incoming rows of its partition, as new sorted objects.
+   merge-joined with the incoming keys (its key columns decoded, a hash join); a target no
+   incoming key matches is left as it is. A matched target is deleted: its row groups whose
+   key span holds no incoming key are copied byte for byte into objects of their own
+   (:class:`Copy`, :func:`lake_core.stitch.copy_row_groups`), the other groups are decoded and
+   their kept rows written again, with the incoming rows of its partition, as new sorted
+   objects.
 3. :func:`commit_upsert` commits the adds and deletes in one commit that records the keys and
    the objects the plan read. The commit protocol refuses it (CommitConflictError) on a parent
    where an object it deletes is gone, or where a live object it did not read meets its keys
