@@ -538,10 +538,13 @@ def _plan_copies(
         return out  # not a file it can copy groups of: write every group again
     for a, b in runs:
         try:
+            # Checked now, not when writing: groups it cannot copy (page indexes, bloom
+            # filters: StitchError) are decoded and written again instead.
+            copy_row_groups(target.data, a, b, footer)
             lo, hi = _bounds(columns, int(starts[a]), int(starts[b]), valid_end, key.descending)
             stats = _run_stats(target, a, b)
         except (pa.ArrowException, ValueError):
-            continue  # footer statistics it cannot read: decode and write the run again
+            continue  # groups or footer statistics it cannot use: decode and write them again
         count = int(starts[b] - starts[a])
         copies.append(Copy(target.meta, target.data, a, b, lo, hi, count, stats, footer))
         out.update(range(a, b))

@@ -561,3 +561,48 @@ def test_partition_rewrite_of_a_unique_pool_keeps_keys_unique(lake: Lake) -> Non
             "d1", pa.table({"id": [3], "day": ["d1"], "v": ["dup"]}), guard=lambda: None
         )
     assert pool.tip() == tip
+
+
+def test_copy_row_groups_is_the_groups_as_they_are() -> None:
+    import io
+
+    import pyarrow.parquet as pq
+
+    from lake_core.stitch import StitchError, copy_row_groups, read_footer
+
+    table = pa.table({"k": list(range(5000)), "s": [f"s{i}" for i in range(5000)]})
+    sink = io.BytesIO()
+    pq.write_table(table, sink, row_group_size=1000, write_page_index=False)
+    data = sink.getvalue()
+    footer = read_footer(data)
+    for first, stop in [(0, 1), (1, 3), (4, 5), (0, 5)]:
+        out = b"".join(copy_row_groups(data, first, stop, footer))
+        copied = pq.ParquetFile(pa.BufferReader(out))
+        assert copied.metadata.num_row_groups == stop - first
+        assert copied.read().equals(table.slice(first * 1000, (stop - first) * 1000))
+    with pytest.raises(StitchError):
+        copy_row_groups(data, 3, 3)
+    indexed = io.BytesIO()
+    pq.write_table(table, indexed, row_group_size=1000, write_page_index=True)
+    with pytest.raises(StitchError):  # the upsert then decodes and writes those groups again
+        copy_row_groups(indexed.getvalue(), 1, 2)
+
+
+def test_groups_it_cannot_copy_are_written_again(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lake_core.stitch import StitchError
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise StitchError("row groups with page indexes or bloom filters")
+
+    monkeypatch.setattr(upsert_module, "copy_row_groups", refuse)
+    lake = Lake.init(str(tmp_path / "lake"))
+    pool = lake.create_pool("p", "id:asc", seek_stride=1000)
+    pool.load(pa.table({"id": list(range(6000)), "s": [f"s{i}" for i in range(6000)]}))
+    result = pool.upsert(pa.table({"id": [3000], "s": ["upd"]}))
+    assert result.updated == 1 and result.objects_rewritten == 1
+    live = list(pool.snapshot(pool.tip()).objects.values())
+    assert len(live) == 1 and live[0].count == 6000  # written again whole: nothing copied
+    _check_recorded_stats(pool)
+    assert by_key(rows(pool), ("id",))[(3000,)]["s"] == "upd"
