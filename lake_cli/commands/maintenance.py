@@ -81,7 +81,7 @@ def compact(
 )
 @pool_option("POOL[@BRANCH]", "the pool, optionally @BRANCH (default main)")
 @lock_timeout_option()
-@format_option("table", "json", help="table: the lines below; json: one object of the counts")
+@format_option("table", "json", help="table: what it removed, in words; json: one object of the counts")
 @pass_lake
 def dedupe(lk: LakeContext, pool: str, lock_timeout: float, fmt: str) -> None:
     target, branch = lk.pool_ref(pool)

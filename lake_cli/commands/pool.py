@@ -61,7 +61,8 @@ def init(lk: LakeContext) -> None:
     "  lake create logs\n  lake create ns1.events --orderby user,ts:asc --target-size 64MB\n"
     "  lake create metrics --orderby ts:asc --schema-mode strict\n"
     "  lake create events --orderby ts --txn-retention 90d\n"
-    "  lake create customers --orderby id:asc --unique   # loads upsert by id\n",
+    "  lake create customers --orderby id:asc --unique   # loads upsert by id\n"
+    "  lake create seen --orderby this --unique   # the whole record is the key\n",
 )
 @argument("pool", "POOL", "name of the new pool: NAME or NAMESPACE.NAME")
 @option(
