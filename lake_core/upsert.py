@@ -140,9 +140,19 @@ class Incoming:
 
 def key_table(table: pa.Table, key: PoolKey) -> pa.Table:
     """``table``'s key columns, named ``__lakepool_k<i>__`` (a field it lacks is all null);
-    under ``this``, null-safe (:meth:`PoolKey.match_columns`)."""
-    columns = key.match_columns(table)
+    under ``this``, null-safe (:meth:`PoolKey.match_columns`). A float's -0.0 is made 0.0:
+    equal keys (SQL, and :meth:`PoolKey.same_as_next`, by which compaction and dedupe drop
+    duplicates), which a hash join and a group-by would tell apart."""
+    columns = [_signless(c) for c in key.match_columns(table)]
     return pa.Table.from_arrays(columns, names=[_key_name(i) for i in range(len(columns))])
+
+
+def _signless(column: pa.ChunkedArray[Any]) -> pa.ChunkedArray[Any]:
+    if pa.types.is_floating(column.type):
+        zero: Any = pa.scalar(0.0, column.type)
+        out: pa.ChunkedArray[Any] = pc.add(column, zero)  # -0.0 + 0.0 is +0.0
+        return out
+    return column
 
 
 def _valid(keys: pa.Table, key: PoolKey) -> np.ndarray[Any, np.dtype[np.bool_]]:

@@ -180,3 +180,19 @@ def test_revert_into_a_unique_this_pool_next_to_an_object_lacking_a_middle_colum
     pool.load(pa.table({"a": [1], "c": [3]}))
     pool.revert(removed.id)
     assert _records(pool) == ["{'a': 1, 'b': 9, 'c': 3}", "{'a': 1, 'b': None, 'c': 3}"]
+
+
+def test_a_float_key_of_zero_matches_negative_zero(lake: Lake) -> None:
+    # The join and the last-row-per-key grouping told -0.0 from 0.0 (compaction and dedupe,
+    # comparing with pc.equal, do not): the upsert inserted 0.0 beside -0.0 in a unique pool,
+    # two rows 'where k = 0' finds, and the next compaction dropped one as a duplicate.
+    pool = lake.create_pool("p", "k:asc", unique=True)
+    pool.load(pa.table({"k": [-0.0, 1.0], "v": ["neg", "one"]}))
+    result = pool.upsert(pa.table({"k": [0.0, -0.0, 2.0], "v": ["a", "b", "two"]}))
+    assert (result.inserted, result.updated) == (1, 1)  # the last of 0.0 / -0.0 wins
+    assert sorted((r["k"], r["v"]) for r in pool.read().to_pylist()) == [
+        (0.0, "b"),
+        (1.0, "one"),
+        (2.0, "two"),
+    ]
+    assert pool.count(where="k = 0").rows == 1
