@@ -266,6 +266,8 @@ def test_this_pool_history_through_compaction(tmp_path: Any) -> None:
     pool.merge("dev", "main")
     want = sorted(_all_rows([second, third]), key=lambda r: _sort_key(r, ["a", "b", "c"], False))
     assert pool.read().to_pylist() == want
+    pool.delete("a = 1 OR b = 'z'")  # rewrites the objects holding them, in key order
+    assert pool.read().to_pylist() == [r for r in want if r["a"] != 1 and r["b"] != "z"]
 
 
 def test_whole_record_keyset_keeps_keys_with_nulls_as_prefixes() -> None:
