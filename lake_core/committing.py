@@ -231,9 +231,11 @@ def commit(
     deleted object is gone; nothing committed), SchemaConflictError, RetriesExhaustedError,
     CommitStateUnknownError. ``guard`` runs right before every append (the commit point):
     maintenance passes its lock's ``check`` so a lost lock aborts the commit."""
-    if request.empty and not request.txns:
-        # A request with no actions but an application transaction still commits: it records
-        # the transaction, so a redelivery is refused (an upsert that changed nothing).
+    if request.empty and not (request.txns and request.keys is not None):
+        # An upsert's request (``keys``) with no actions but an application transaction still
+        # commits: it records the transaction, so a redelivered change feed is refused rather
+        # than applied again after later commits (lake_core.upsert). Other writers keep
+        # EmptyTransactionError.
         raise EmptyTransactionError("nothing to commit")
     branch = request.branch
     retry = pool.lake_config.retry

@@ -14,7 +14,7 @@ import pytest
 
 from lake_core import Lake
 from lake_core.commit import Commit
-from lake_core.errors import DuplicateKeyError
+from lake_core.errors import DuplicateKeyError, EmptyTransactionError
 from lake_core.landing import LandingZone, ingest_once
 from lake_core.pool import Pool
 from lake_core.stores import open_store
@@ -196,3 +196,14 @@ def test_a_float_key_of_zero_matches_negative_zero(lake: Lake) -> None:
         (2.0, "two"),
     ]
     assert pool.count(where="k = 0").rows == 1
+
+
+def test_only_an_upsert_commits_nothing_but_its_transaction(lake: Lake) -> None:
+    # The empty-but-recorded commit is the upsert's alone: an empty partition rewrite with a
+    # transaction still commits nothing (the Dagster IO manager counts on it).
+    pool = lake.create_pool("p", "id:asc", partition_by="g")
+    pool.load(pa.table({"id": [1], "g": ["x"]}))
+    tip = pool.tip()
+    with pytest.raises(EmptyTransactionError):
+        pool.rewrite_partition("y", [], txn=Txn("app", 1))
+    assert pool.tip() == tip
