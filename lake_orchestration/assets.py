@@ -177,9 +177,9 @@ def build_pool_asset(spec: PoolSpec) -> dg.AssetsDefinition:
             context.log.info(f"skipping {len(done.skipped)} files already in {spec.name}")
         if done.unchanged:
             context.log.warning(
-                f"{len(done.unchanged)} files changed nothing in {spec.name} (they only delete "
-                f"keys that are not live), so no commit records them and a later run takes them "
-                f"again; archive them: {', '.join(done.unchanged[:5])}"
+                f"{len(done.unchanged)} files changed nothing in {spec.name} and no commit "
+                f"records them, so a later run takes them again; archive them: "
+                f"{', '.join(done.unchanged[:5])}"
             )
         if not done.commits:
             if not done.unchanged:
