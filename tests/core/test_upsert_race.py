@@ -166,13 +166,16 @@ def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultPr
 
 
 @pytest.mark.slow
-def test_racing_upserts_through_faults_replay_exactly(s3_bucket: str, proxy: FaultProxy) -> None:
+@pytest.mark.parametrize("unique", [False, True], ids=["plain", "unique"])
+def test_racing_upserts_through_faults_replay_exactly(
+    s3_bucket: str, proxy: FaultProxy, unique: bool
+) -> None:
     """Lost answers and 5xx on journal appends and data objects while four processes upsert
-    and load and a fifth compacts:
-    every acknowledged upsert is in the log and replayed exactly; every unknown one is settled
-    by the log (landed whole, or left nothing); failed ones left nothing."""
+    and load (on a unique pool the loads upsert too) and a fifth compacts: every acknowledged
+    operation is in the log and replayed exactly; every unknown one is settled by the log
+    (landed whole, or left nothing); failed ones left nothing."""
     uri = f"s3://{s3_bucket}/lake-{uuid.uuid4().hex[:6]}"
-    setup(uri, False)
+    setup(uri, unique)
     rules = [
         proxy.add(Rule("lost", method="PUT", key=JOURNAL, times=None, probability=0.15)),
         proxy.add(Rule("lost_error", method="PUT", key=JOURNAL, times=None, probability=0.05)),
@@ -183,11 +186,11 @@ def test_racing_upserts_through_faults_replay_exactly(s3_bucket: str, proxy: Fau
         # Every try of one data object refused: a failed upsert or load.
         proxy.add(Rule("error", method="PUT", key=r"/data/", nth=12, times=3, status=500)),
     ]
-    by_commit, compacted, outcomes = race(uri, unique=False, seed=3, ops=8)
+    by_commit, compacted, outcomes = race(uri, unique=unique, seed=3, ops=8)
     assert sum(r.fired for r in rules) > 0, "no fault fired: the test proved nothing"
     proxy.clear()
     assert any(s == "ok" for s, _, _ in outcomes)
-    check(uri, False, by_commit, compacted, outcomes)
+    check(uri, unique, by_commit, compacted, outcomes)
 
 
 @pytest.mark.parametrize("landed", [True, False], ids=["landed", "not-landed"])
