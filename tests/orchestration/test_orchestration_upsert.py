@@ -5,6 +5,7 @@ the materialization, an idempotent re-run, and upserts made outside Dagster as o
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from lake_orchestration.config import PoolsConfig, parse_pools_config
 from lake_orchestration.definitions import build_definitions, lake_resource_from_env
 from lake_orchestration.engine import upsert_sources
 from lake_orchestration.resources import LakeResource
+from tests.workers_dagster import ingest_run
 
 POOLS_YAML = """
 pools:
@@ -302,3 +304,63 @@ def test_a_file_that_changes_nothing_still_records_its_transaction(env: Env) -> 
     zone = env.resource.landing(spec)
     assert zone is not None
     assert zone.pending(pool, ["1.ndjson", "2.ndjson"]) == []
+
+
+@pytest.mark.slow  # three processes start Dagster: about 25 s on 2 busy cores
+def test_racing_runs_upsert_each_change_file_once(env: Env, tmp_path: Path) -> None:
+    """Three processes run the ingest job at once over overlapping windows of change files
+    (each file named by one to three runs): every file lands in exactly one commit, and the
+    rows are exact — each file's keyless row is there once, which a second application of the
+    file would double."""
+    env.drop("0-base.ndjson", [{"id": i, "name": f"c{i}", "op": "c"} for i in range(30)])
+    assert env.defs.resolve_job_def("ingest_customers").execute_in_process().success
+    names = [f"{i}-changes.ndjson" for i in range(1, 6)]
+    for i, name in enumerate(names, start=1):
+        env.drop(
+            name,
+            [{"id": 5 * i + j, "name": f"u{i}", "op": "u"} for j in range(3)]
+            + [{"id": 5 * i + 3, "op": "d"}, {"id": 100 + i, "name": f"n{i}", "op": "c"}]
+            + [{"name": f"k{i}", "op": "c"}],
+        )
+    workers = 3
+    ctx = mp.get_context("spawn")
+    start = ctx.Barrier(workers)
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=ingest_run,
+            args=(
+                env.lake_uri,
+                POOLS_YAML,
+                str(tmp_path),
+                "customers",
+                names[w : w + 3],
+                start,
+                out,
+            ),
+        )
+        for w in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert all(ok for ok, _ in results)
+    assert sum(n for _, n in results) == len(names)  # each file committed by one run
+    pool = Lake.open(env.lake_uri).pool("customers")
+    apps = [t["app"] for c in pool.log() for t in c.extra.get("txn", [])]
+    assert sorted(apps) == sorted(set(apps)) and len(apps) == len(names) + 1
+    expected: dict[Any, dict[str, Any]] = {
+        i: {"id": i, "name": f"c{i}", "op": "c"} for i in range(30)
+    }
+    for i in range(1, 6):
+        expected.update(
+            {5 * i + j: {"id": 5 * i + j, "name": f"u{i}", "op": "u"} for j in range(3)}
+        )
+        del expected[5 * i + 3]
+        expected[100 + i] = {"id": 100 + i, "name": f"n{i}", "op": "c"}
+    keyless = [r for r in env.rows() if r["id"] is None]
+    assert sorted(r["name"] for r in keyless) == [f"k{i}" for i in range(1, 6)]
+    assert [r for r in env.rows() if r["id"] is not None] == [expected[k] for k in sorted(expected)]
