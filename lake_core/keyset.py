@@ -34,11 +34,16 @@ from lake_core.objects import ObjectMeta
 from lake_core.stats import encode_value
 
 
+def _plain(t: pa.DataType) -> bool:
+    """Integers and strings: their stats encoding is the value itself."""
+    return bool(pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
 def _encoded(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> list[Any]:
     """The column's values encoded as object bounds are; None for null (or unencodable)."""
     t = column.type
     raw = column.to_pylist()
-    if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+    if _plain(t):
         return raw  # their own encoding: skip the per-value call
     return [None if v is None else encode_value(t, v) for v in raw]
 
@@ -110,10 +115,18 @@ class KeySet:
             table = table.filter(valid)  # a null key field: never matches a row
         if table.num_rows == 0:
             return cls((), width)
+        grouped = True
         try:
             table = table.group_by(names, use_threads=False).aggregate([])
         except pa.ArrowNotImplementedError:
-            pass  # a type Arrow cannot group (structs): duplicates go through the set below
+            grouped = False  # a type Arrow cannot group (structs): the set below dedupes
+        if grouped and all(_plain(c.type) for c in table.columns):
+            # Integers and strings are their own encoding, never None once nulls are gone,
+            # and Arrow orders them as Python does (strings by code point, as UTF-8 bytes
+            # sort): the distinct rows sorted by Arrow are the set, no Python sort or check.
+            distinct = table.sort_by([(n, "ascending") for n in names])
+            columns_ = [c.to_pylist() for c in distinct.columns]
+            return cls(tuple(zip(*columns_, strict=True)), width)
         encoded = [_encoded(c) for c in table.columns]
         keys = set(zip(*encoded, strict=True))
         opaque = any(v is None for k in keys for v in k)  # a value the stats cannot encode

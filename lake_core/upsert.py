@@ -309,6 +309,7 @@ class Copy:
     count: int
     columns: dict[str, ColumnMeta]
     footer: list[Any] | None = None  # the object's decoded footer, shared by its runs
+    pieces: list[bytes | memoryview] | None = None  # the new object's bytes, as planned
 
 
 @dataclass(frozen=True)
@@ -550,20 +551,23 @@ def _plan_copies(
         try:
             # Checked now, not when writing: groups it cannot copy (page indexes, bloom
             # filters: StitchError) are decoded and written again instead.
-            copy_row_groups(target.data, a, b, footer)
+            pieces = copy_row_groups(target.data, a, b, footer)
             lo, hi = _bounds(columns, int(starts[a]), int(starts[b]), valid_end, key.descending)
             stats = _run_stats(target, a, b)
         except (pa.ArrowException, ValueError):
             continue  # groups or footer statistics it cannot use: decode and write them again
         count = int(starts[b] - starts[a])
-        copies.append(Copy(target.meta, target.data, a, b, lo, hi, count, stats, footer))
+        copies.append(Copy(target.meta, target.data, a, b, lo, hi, count, stats, footer, pieces))
         out.update(range(a, b))
     return out
 
 
 def write_copy(store: ObjectStore, pool: Pool, copy: Copy) -> ObjectMeta:
     """Put the object holding ``copy``'s row groups (bytes copied, not decoded)."""
-    payload = b"".join(copy_row_groups(copy.data, copy.first, copy.stop, copy.footer))
+    pieces = copy.pieces
+    if pieces is None:
+        pieces = copy_row_groups(copy.data, copy.first, copy.stop, copy.footer)
+    payload = b"".join(pieces)
     object_id = new_id(pool.clock)
     store.put(pool.layout.data(object_id), payload)
     return ObjectMeta(
