@@ -486,12 +486,6 @@ def spark_load(
     """
     from pyspark.sql import DataFrame
 
-    if pool.config.key.is_this:
-        # The survey samples and range-partitions by named key fields; the whole record's
-        # order is the pool's columns, known only once every chunk is surveyed.
-        raise UsageError(
-            f"pool {pool.name} is keyed by the whole record (this): load it without --spark"
-        )
     if pool.config.unique:
         # Its loads are upserts (Pool.load upserts there too); a plain load would keep both
         # copies of a key.
@@ -531,6 +525,10 @@ def spark_load(
     schema, layout, kept = unify_surveys(sorted(surveys, key=lambda s: s.chunk), names, base)
     if not kept or schema is None or layout is None:
         raise EmptyTransactionError("no records in the input")
+    # A whole-record key (this) is the pool's columns, known now: the tasks sort and write by
+    # it. The survey sampled no key column for it, so each pool partition is one key range
+    # (one task), which is correct, not parallel.
+    job = replace(job, key=job.key.resolve(schema))
     job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
     if job.spec is not None:
         job.spec.values(layout.empty_table())  # the writer's partition check, before writing

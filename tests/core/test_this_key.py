@@ -238,16 +238,14 @@ def test_unique_this_pool_matches_records_whatever_they_lack(lake_uri: str) -> N
     assert pool.dedupe().commit is None
 
 
-def test_spark_load_and_upsert_refuse_this_pools(tmp_path: Any) -> None:
-    from lake_spark import spark_load, spark_upsert
+def test_spark_upsert_refuses_this_pools(tmp_path: Any) -> None:
+    from lake_spark import spark_upsert
 
     lake = Lake.init(str(tmp_path / "lake"))
     pool = lake.create_pool("t", "this")
     f = tmp_path / "rows.ndjson"
     f.write_text('{"a": 1}\n')
     # Refused before Spark is touched (no session needed) and before anything is written.
-    with pytest.raises(UsageError, match="whole record"):
-        spark_load(None, pool, [str(f)])  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="whole record"):
         spark_upsert(None, pool, [str(f)])  # type: ignore[arg-type]
     assert pool.tip() is None

@@ -468,6 +468,24 @@ def test_spark_compaction_of_a_unique_pool_keeps_the_newest_row_per_key(
     assert got["v"].to_pylist() == want
 
 
+def test_spark_load_into_a_this_pool_equals_the_local_load(
+    spark: Any, lake: Lake, tmp_path: Path
+) -> None:
+    rows = [{"a": i % 7, "b": f"s{i % 5}"} for i in range(300)] + [{"b": "z", "c": 1}] * 3
+    f = tmp_path / "rows.ndjson"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    local = lake.create_pool("l", "this:asc", target_size=2_000, seek_stride=1024)
+    remote = lake.create_pool("r", "this:asc", target_size=2_000, seek_stride=1024)
+    local.load([str(f)])
+    commit = spark_load(spark, remote, [str(f)])
+    assert commit.adds()
+    assert remote.read().equals(local.read())  # the same rows in the same whole-record order
+    names = remote.config.key.names(remote.schema())
+    assert names == ("a", "b", "c")
+    for o in remote.snapshot(remote.tip()).objects.values():
+        assert o.min is None or len(o.min) == 3  # bounds over the pool's columns
+
+
 # -- reading and deleting ---------------------------------------------------------------------
 
 
