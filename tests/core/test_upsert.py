@@ -606,3 +606,26 @@ def test_groups_it_cannot_copy_are_written_again(
     assert len(live) == 1 and live[0].count == 6000  # written again whole: nothing copied
     _check_recorded_stats(pool)
     assert by_key(rows(pool), ("id",))[(3000,)]["s"] == "upd"
+
+
+def test_a_merge_into_a_unique_pool_fails_on_a_racing_writer_of_its_keys(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = lake.create_pool("u", "id:asc", unique=True)
+    pool.load(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    pool.create_branch("dev")
+    pool.load(pa.table({"id": [50], "v": ["dev"]}), "dev")
+    other = Lake.open(lake.config).pool("u")
+    real_commit = pool.commit
+    raced: list[Any] = []
+
+    def commit(*args: Any, **kwargs: Any) -> Any:
+        if not raced:  # after the merge checked its keys, before its commit point
+            raced.append(other.load(pa.table({"id": [50], "v": ["main"]})))
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "commit", commit)
+    with pytest.raises(CommitConflictError, match="holds keys"):
+        pool.merge("dev")
+    assert pool.tip() == raced[0].id  # the racing load is the tip: the merge committed nothing
+    assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "a"), (2, "b"), (50, "main")]
