@@ -58,7 +58,10 @@ def expected_rows(table: pa.Table) -> list[dict[str, object]]:
     """What the contract says each row prints as (the per-row Python formatting)."""
     rows = []
     for r in table.to_pylist():
-        r["naive_ns"] = None if r["naive_ns"] is None else r["naive_ns"].to_pydatetime()
+        ns = r["naive_ns"]
+        # pyarrow gives a pandas Timestamp for timestamp[ns] when pandas is loaded, else a
+        # datetime (which of the two depends on what earlier tests imported).
+        r["naive_ns"] = ns.to_pydatetime() if hasattr(ns, "to_pydatetime") else ns
         r["naive_ns"] = r["naive_ns"] and r["naive_ns"].replace(tzinfo=UTC)
         rows.append(jsonable(r))
     return rows
