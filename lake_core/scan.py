@@ -3,7 +3,10 @@
 Order: records come out sorted by the pool key (or the direction ``order`` asks for), nulls
 last, deterministically: objects whose key ranges overlap are read together and merge-sorted
 (stable, objects taken in id order), non-overlapping runs are emitted one after another, and
-records with a null key come after all others. Only runs are held in memory, not the pool.
+records whose first key field is null come after all others, held back from every run and
+sorted at the end by the later key fields (each field's nulls last, as pyarrow's sort with
+``null_placement="at_end"`` orders the whole key; equal keys in object id order). Only runs
+and those held-back records are held in memory, not the pool.
 
 Pruning is the read planner's (:mod:`lake_core.planning`): it names the objects to open and,
 once an object's footer is open, the row groups to read; the scan reads exactly those. The
@@ -16,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -135,47 +139,59 @@ class Scan:
                 full = full.filter(self.filter)
             yield full
 
-    def _sort(self, table: pa.Table) -> pa.Table:
-        keys = self.key.sort_keys(table.schema, self.descending)
-        if not keys or table.num_rows <= 1:
-            return table
-        return table.take(pc.sort_indices(table, sort_keys=keys))
-
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""
-        nulls: list[pa.Table] = []
+        nulls = _NullTail(self.key, self.descending)
         key0 = self.key.names(self.pool_schema)[0]
+        # Each object's place in id order: ties between equal keys, in a run and in the tail.
+        rank = {o.id: i for i, o in enumerate(sorted(self.objects, key=lambda o: o.id))}
         for run in self._runs():
-            pieces: Iterator[pa.Table]
             if len(run) == 1 and self.descending == self.key.descending:
                 # One object, already in the wanted order: stream it a row group at a time,
                 # so the first records come out before the object is read.
-                pieces = self._read_groups(run[0])
-            else:
-                # Overlapping objects (or the reverse order) are merged in memory, per run.
-                parts = [self._read(o) for o in sorted(run, key=lambda o: o.id)]
-                parts = [p for p in parts if p.num_rows]
-                if not parts:
-                    continue
-                table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-                pieces = iter([self._sort(table)])
-            for table in pieces:
-                yield from self._split_nulls(table, key0, nulls)
-        for t in nulls:
+                source = np.int64(rank[run[0].id])
+                for table in self._read_groups(run[0]):
+                    yield from self._split_nulls(table, key0, nulls, source)
+                continue
+            # Overlapping objects (or the reverse order) are merged in memory, per run.
+            members = sorted(run, key=lambda o: o.id)
+            parts = [(self._read(o), rank[o.id]) for o in members]
+            parts = [(p, r) for p, r in parts if p.num_rows]
+            if not parts:
+                continue
+            tables = [p for p, _ in parts]
+            table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+            sources = np.repeat(
+                np.array([r for _, r in parts], dtype=np.int64), [p.num_rows for p in tables]
+            )
+            keys = self.key.sort_keys(table.schema, self.descending)
+            if keys and table.num_rows > 1:
+                order = pc.sort_indices(table, sort_keys=keys)
+                table = table.take(order)
+                sources = sources[order.to_numpy()]
+            yield from self._split_nulls(table, key0, nulls, sources)
+        for t in nulls.merged():
             yield from t.select(self.out_schema.names).to_batches()
 
     def _split_nulls(
-        self, table: pa.Table, key0: str, nulls: list[pa.Table]
+        self,
+        table: pa.Table,
+        key0: str,
+        nulls: _NullTail,
+        sources: np.ndarray[Any, np.dtype[np.int64]] | np.int64,
     ) -> Iterator[pa.RecordBatch]:
-        """``table``'s batches, holding back its null-key rows (sorted last within it) for
-        the end of the scan."""
+        """``table``'s batches, holding back its rows with a null first key field (sorted
+        last within it) for the end of the scan; ``sources``: the rank of the object each row
+        came from (one rank for the whole table, or one per row)."""
         if table.num_rows:
             if key0 in table.schema.names:
                 nn = table.column(key0).null_count
                 if nn:
                     # Null keys sort last in the whole scan, not just in their run.
-                    nulls.append(table.slice(table.num_rows - nn))
-                    table = table.slice(0, table.num_rows - nn)
+                    cut = table.num_rows - nn
+                    tail = sources if isinstance(sources, np.int64) else sources[cut:]
+                    nulls.add(table.slice(cut), tail)
+                    table = table.slice(0, cut)
             yield from table.select(self.out_schema.names).to_batches()
 
     def reader(self) -> pa.RecordBatchReader:
@@ -183,6 +199,35 @@ class Scan:
 
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.batches()), schema=self.out_schema)
+
+
+class _NullTail:
+    """The rows whose first key field is null, held back from every run for the end of the
+    scan, where they are sorted by the rest of the key (each field's nulls last, as for the
+    whole key): rows held back from different runs interleave by their later key fields.
+    Equal keys keep object id order, then their order within the object, as in a run."""
+
+    def __init__(self, key: PoolKey, descending: bool) -> None:
+        self.key, self.descending = key, descending
+        self.tables: list[pa.Table] = []
+        self.sources: list[np.ndarray[Any, np.dtype[np.int64]]] = []
+
+    def add(self, table: pa.Table, sources: np.ndarray[Any, np.dtype[np.int64]] | np.int64) -> None:
+        self.tables.append(table)
+        self.sources.append(np.broadcast_to(sources, (table.num_rows,)).astype(np.int64))
+
+    def merged(self) -> list[pa.Table]:
+        if len(self.tables) <= 1:
+            return self.tables  # one piece is sorted already (it was the tail of a sort)
+        table = pa.concat_tables(self.tables)
+        keys = self.key.sort_keys(table.schema, self.descending)
+        tie = "source"
+        while tie in table.schema.names:
+            tie += "_"
+        names = [k[0] for k in keys]
+        ordering = table.select(names).append_column(tie, pa.array(np.concatenate(self.sources)))
+        order = pc.sort_indices(ordering, sort_keys=[*keys, (tie, "ascending")])
+        return [table.take(order)]
 
 
 def _sortable(bound: list[Any] | None, upper: bool = False) -> tuple[Any, ...]:
