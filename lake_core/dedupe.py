@@ -5,7 +5,8 @@ commit path, ``Pool.commit`` of objects written elsewhere): afterwards no two li
 a key. Per key the row kept is the one of the
 **last commit** — objects in a snapshot are in the order they were added — and within one
 object the last in object order (the writer's sort is stable, so that is the last in input
-order): the row an upsert would have left. Key equality is :meth:`PoolKey.same_as_next`: a
+order): the row an upsert would have left. "Last commit" is resolved from history by content
+when snapshot order cannot tell (see below). Key equality is :meth:`PoolKey.same_as_next`: a
 named key with a null in any field equals nothing (such rows all stay); under ``this`` nulls
 are values, so identical records are one.
 
@@ -19,9 +20,17 @@ What is read (:func:`plan_dedupe`, pure, from the recorded key bounds):
 - of each candidate group, only the *key columns* are read first (a k-way merge in key
   order, :func:`~lake_core.merge.merge_sorted`; duplicates are adjacent), to count its
   duplicates. Under ``this`` the key columns are every column;
-- only groups that hold a duplicate are read whole, merged in snapshot order, their older
-  duplicates dropped (:class:`~lake_core.merge.KeepLast`), and written back as new sorted
-  objects (by partition); the commit deletes the group's objects and adds the new ones.
+- of groups that hold a duplicate, under a named key, the rows of the duplicate keys are
+  read (:func:`live_duplicates`); a key whose live rows all are identical needs no choice.
+  A key whose rows differ is decided from history (:func:`lake_core.recency.resolve_recency`:
+  the newest commit that net-added one of them, by content, so a rewrite that carried an old
+  row after newer objects does not make it win); keys history cannot decide (vacated, cleaned
+  up) fall back to snapshot order (``resolved_from_snapshot_order``). Under ``this`` a key
+  is the whole record, so its duplicates are always identical and nothing is walked;
+- those groups are read whole, merged in snapshot order, the losing rows of decided keys
+  removed, then every key's older duplicates dropped (:class:`~lake_core.merge.KeepLast`:
+  the copies left of a decided key are identical), and written back as new sorted objects
+  (by partition); the commit deletes the group's objects and adds the new ones.
 
 One commit (``kind: dedupe``, ``meta.dedupe`` with the counts), or none when no group holds
 a duplicate. Run it under the pool's maintenance lock (``Pool.dedupe`` takes it), so no
@@ -39,18 +48,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import CommitConflictError
 from lake_core.ingest.schema import conform_to
-from lake_core.integrity import open_verified
+from lake_core.integrity import open_verified, read_verified
 from lake_core.maintenance.compact import merge_run, run_schema
 from lake_core.maintenance.policy import CompactionRun, SpanOrder, key_lt, key_span, span
 from lake_core.merge import KeepLast, merge_sorted
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
+from lake_core.recency import Recency, resolve_recency, rows_with_keys
+from lake_core.rowsets import pair_rows
 from lake_core.snapshot import Snapshot
 from lake_core.writer import WriteOptions, write_partitioned, write_sorted
 
@@ -84,6 +96,12 @@ class DedupeResult:
     objects_rewritten: int = 0
     objects_written: int = 0
     attempts: int = 1
+    #: Keys whose live duplicates differ, decided from history / left to snapshot order.
+    resolved_from_history: int = 0
+    resolved_from_snapshot_order: int = 0
+    #: What deciding them read: commit records visited, data objects read (live and past).
+    recency_commits_read: int = 0
+    recency_objects_read: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +112,10 @@ class DedupeResult:
             "objects_rewritten": self.objects_rewritten,
             "objects_written": self.objects_written,
             "attempts": self.attempts,
+            "resolved_from_history": self.resolved_from_history,
+            "resolved_from_snapshot_order": self.resolved_from_snapshot_order,
+            "recency_commits_read": self.recency_commits_read,
+            "recency_objects_read": self.recency_objects_read,
         }
 
 
@@ -153,14 +175,60 @@ def count_duplicates(
     pool: Pool, group: Sequence[ObjectMeta], schema: pa.Schema, key: PoolKey
 ) -> int:
     """Rows of ``group`` that are older duplicates of a key, from its key columns only."""
+    return duplicate_keys(pool, group, schema, key)[0]
+
+
+def duplicate_keys(
+    pool: Pool, group: Sequence[ObjectMeta], schema: pa.Schema, key: PoolKey
+) -> tuple[int, pa.Table]:
+    """(rows of ``group`` that are older duplicates of a key, the key columns of those rows
+    — each duplicate key at least once), from its key columns only."""
     key_schema = _key_schema(schema, key)
     if len(key_schema) == 0:
-        return 0  # no key field was ever loaded: every key is null
-    drop = KeepLast(key)
+        return 0, key_schema.empty_table()  # no key field was ever loaded: every key is null
+    removed = 0
+    keys: list[pa.Table] = []
+    carry: pa.Table | None = None
     sources = [_read_keys(pool, o, key_schema) for o in group]
-    for _ in drop(merge_sorted(sources, key, key_schema)):
-        pass
-    return drop.removed
+    for piece in merge_sorted(sources, key, key_schema):
+        if piece.num_rows == 0:
+            continue
+        table = piece if carry is None else pa.concat_tables([carry, piece])
+        same = key.same_as_next(table)
+        if same.any():
+            removed += int(same.sum())
+            keys.append(table.slice(0, table.num_rows - 1).filter(pa.array(same)))
+        carry = table.slice(table.num_rows - 1)
+    return removed, (pa.concat_tables(keys) if keys else key_schema.empty_table())
+
+
+def live_duplicates(
+    pool: Pool,
+    groups: Sequence[Sequence[ObjectMeta]],
+    keys: pa.Table,
+    schema: pa.Schema,
+    names: tuple[str, ...],
+) -> pa.Table:
+    """The live rows of ``groups`` whose named key is in ``keys``, conformed to ``schema``."""
+    parts = []
+    for group in groups:
+        for o in group:
+            rows = read_verified(pool.store, pool.id, o, pool.name)
+            parts.append(conform_to(rows_with_keys(rows, keys, names), schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _without(pieces: Iterator[pa.Table], losers: pa.Table) -> Iterator[pa.Table]:
+    """``pieces`` less the rows of ``losers`` (a multiset: each loser row removed once)."""
+    remaining = losers
+    for piece in pieces:
+        if remaining.num_rows:
+            fitted = conform_to(remaining, piece.schema)
+            pairing = pair_rows(piece, fitted)
+            if len(pairing.left):
+                piece = piece.filter(pc.invert(pairing.left_mask(piece.num_rows)))
+                remaining = remaining.filter(pc.invert(pairing.right_mask(remaining.num_rows)))
+        yield piece
 
 
 def _rewrite(
@@ -169,12 +237,15 @@ def _rewrite(
     schema: pa.Schema,
     key: PoolKey,
     on_object: Callable[[ObjectMeta], None],
+    losers: pa.Table,
 ) -> int:
-    """Write ``group``'s rows back without older duplicates; return the rows dropped."""
+    """Write ``group``'s rows back without ``losers`` and older duplicates; return the rows
+    dropped."""
     partitions = {o.partition for o in group}
     run = CompactionRun(next(iter(partitions)) if len(partitions) == 1 else None, tuple(group))
     drop = KeepLast(key)
-    rows = drop(merge_run(pool, run, schema))
+    merged = merge_run(pool, run, schema)
+    rows = drop(_without(merged, losers) if losers.num_rows else merged)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     if len(partitions) == 1:
         write_sorted(
@@ -236,20 +307,37 @@ def _attempt(
     examined = sum(len(g) for g in plan.groups)
     schema = snap.schema or pa.schema([])
     key = pool.config.key.resolve(schema)
-    dirty = [g for g in plan.groups if count_duplicates(pool, g, schema, key)]
+    found = [(g, duplicate_keys(pool, g, schema, key)) for g in plan.groups]
+    dirty = [g for g, (n, _) in found if n]
     if not dirty:
         return DedupeResult(None, 0, examined, plan.skipped, attempts=attempt)
+    recency = Recency(schema.empty_table())
+    if not key.is_this:  # under ``this`` duplicates are identical records: nothing to choose
+        names = key.names(schema)
+        dup_keys = pa.concat_tables([k for _, (n, k) in found if n])
+        live = live_duplicates(pool, dirty, dup_keys, schema, names)
+        recency = resolve_recency(pool, snap.commit_id, live, names)
+        recency = Recency(
+            recency.losers,
+            recency.resolved,
+            recency.fallback,
+            recency.commits_read,
+            recency.objects_read + sum(len(g) for g in dirty),
+        )
     written: list[ObjectMeta] = []
     removed = 0
     with discarding_on_failure(pool, written):
         for group in dirty:
-            removed += _rewrite(pool, group, schema, key, written.append)
+            removed += _rewrite(pool, group, schema, key, written.append, recency.losers)
+        removed += recency.losers.num_rows
         deletes = [o.id for g in dirty for o in g]
         stats = {
             "rows_removed": removed,
             "objects_examined": examined,
             "objects_rewritten": len(deletes),
             "objects_written": len(written),
+            "resolved_from_history": recency.resolved,
+            "resolved_from_snapshot_order": recency.fallback,
         }
         commit = pool.commit(
             branch,
@@ -262,8 +350,27 @@ def _attempt(
             extra={"kind": "dedupe"},
         )
     return DedupeResult(
-        commit, removed, examined, plan.skipped, len(deletes), len(written), attempt
+        commit,
+        removed,
+        examined,
+        plan.skipped,
+        len(deletes),
+        len(written),
+        attempt,
+        recency.resolved,
+        recency.fallback,
+        recency.commits_read,
+        recency.objects_read,
     )
 
 
-__all__ = ["ATTEMPTS", "DedupePlan", "DedupeResult", "count_duplicates", "dedupe", "plan_dedupe"]
+__all__ = [
+    "ATTEMPTS",
+    "DedupePlan",
+    "DedupeResult",
+    "count_duplicates",
+    "dedupe",
+    "duplicate_keys",
+    "live_duplicates",
+    "plan_dedupe",
+]

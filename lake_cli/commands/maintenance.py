@@ -101,6 +101,13 @@ def dedupe(lk: LakeContext, pool: str, lock_timeout: float, fmt: str) -> None:
         f"{report.count(result.objects_examined, 'object')} (skipped {result.objects_skipped}), "
         f"rewrote {result.objects_rewritten} into {result.objects_written}"
     )
+    if result.resolved_from_history or result.resolved_from_snapshot_order:
+        say(
+            f"newest row of {report.count(result.resolved_from_history, 'key')} from history "
+            f"(walked {report.count(result.recency_commits_read, 'commit')}, read "
+            f"{report.count(result.recency_objects_read, 'object')}), "
+            f"{result.resolved_from_snapshot_order} by snapshot order (history vacated)"
+        )
 
 
 @command(

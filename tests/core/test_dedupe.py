@@ -65,8 +65,11 @@ def test_dedupe_keeps_the_last_commits_row_and_reads_only_candidates(lake_uri: s
     assert {alone, nulls, single} <= live and not {first, second, inner} & live
     assert result.commit.extra["kind"] == "dedupe"
     counts = {"rows_removed": 7, "objects_examined": 4, "objects_rewritten": 3}
+    # ids 5..9 and 200 hold differing rows: decided from history (200 within one commit,
+    # the last row it added); nothing fell back to snapshot order.
+    recency = {"resolved_from_history": 6, "resolved_from_snapshot_order": 0}
     assert result.commit.meta == {
-        "dedupe": {**counts, "objects_written": result.objects_written}
+        "dedupe": {**counts, "objects_written": result.objects_written, **recency}
     }
     assert result.commit.rows_removed == 10 + 10 + 4  # the rewritten objects' rows
 
@@ -198,6 +201,11 @@ def test_dedupe_cli(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture
     assert code == 0 and err == ""
     assert lines[0].endswith(" committed") and len(lines[0].split()[0]) == 27
     assert lines[1].startswith("removed 1 duplicate row:")
+    # Key 2's rows differ: the load of "b" (the tip) decides, reading it and the 2 live objects.
+    assert lines[2] == (
+        "newest row of 1 key from history (walked 1 commit, read 3 objects), "
+        "0 by snapshot order (history vacated)"
+    )
     code, out, _ = run("dedupe", "-p", "p")
     assert code == 0 and out.startswith("no duplicates")
     code, out, _ = run("dedupe", "-p", "p", "-f", "json")

@@ -1,0 +1,199 @@
+"""Which of a key's differing duplicate rows is the newest, resolved from history by content.
+
+A snapshot lists its objects in the order they were added, but a rewrite (a compaction, an
+upsert, a ``delete --where`` or a ``retain`` that carried rows into new objects) appends old
+rows after newer objects it did not touch; so snapshot order is not row recency. The lake
+records no per-row commit time, and needs none: a row's recency is the newest commit that
+*net-added* it. A commit's net-added rows are ``rows(added objects) − rows(removed objects)``
+as multisets (:func:`lake_core.rowsets.cancel`): rows a rewrite carried over cancel out, so a
+layout-only commit net-adds nothing.
+
+:func:`resolve_recency` walks a branch's commits newest → oldest. For each commit it reads only
+the added objects whose key span meets the still-unresolved keys (:meth:`KeySet.meets`) and
+the removed objects (from the parent's snapshot) that meet them, and of those only the rows
+holding such a key. The first commit whose net-added rows include a live duplicate row of a
+key decides that key: that row is kept (within one commit, the last in the order it added
+them, as a load's "last in input order"), the key's other live rows are losers. The walk stops
+when every key is decided, or at the oldest reachable commit; a commit, a parent snapshot or
+an object that cannot be read (history vacated, cleaned up) also stops it. Keys left undecided
+are the caller's to settle by snapshot order (``fallback``).
+
+Invariant: a key is decided only by a row that is live *and* was net-added by a commit on the
+branch's chain with no newer commit net-adding another of the key's live rows; so when history
+is whole, the kept row is the row of the last commit that wrote one of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lake_core.errors import (
+    CorruptObjectError,
+    HistoryVacatedError,
+    NotFoundError,
+    ObjectNotFoundError,
+    PurgedObjectError,
+)
+from lake_core.ingest.schema import conform_to
+from lake_core.integrity import read_verified
+from lake_core.keyset import KeySet
+from lake_core.objects import ObjectMeta
+from lake_core.rowsets import cancel, group_rows
+
+if TYPE_CHECKING:
+    from lake_core.pool import Pool
+
+#: History that cannot be read: the walk stops there and the rest falls back.
+_UNREADABLE = (
+    NotFoundError,
+    HistoryVacatedError,
+    ObjectNotFoundError,
+    PurgedObjectError,
+    CorruptObjectError,
+)
+_INDEX = "__lakepool_index__"
+
+
+@dataclass(frozen=True)
+class Recency:
+    """The outcome for a set of live duplicate rows: ``losers`` (rows to remove, a multiset,
+    the live table's schema), keys decided from history, keys left to snapshot order, and
+    what the walk read (commit records visited, data objects read)."""
+
+    losers: pa.Table
+    resolved: int = 0
+    fallback: int = 0
+    commits_read: int = 0
+    objects_read: int = 0
+
+
+def rows_with_keys(table: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> pa.Table:
+    """The rows of ``table`` whose key (``names``, never null in ``keys``) is one of
+    ``keys``' rows, in ``table``'s order. A key field ``table`` lacks is null: no match."""
+    if table.num_rows == 0 or keys.num_rows == 0:
+        return table.slice(0, 0)
+    if any(n not in table.schema.names for n in names):
+        return table.slice(0, 0)
+    import duckdb
+
+    def q(n: str) -> str:
+        return '"' + n.replace('"', '""') + '"'
+
+    left = table.select(list(names)).append_column(
+        _INDEX, pa.array(np.arange(table.num_rows, dtype=np.int64))
+    )
+    on = " AND ".join(f"t.{q(n)} = k.{q(n)}" for n in names)
+    cols = ", ".join(q(n) for n in names)
+    con = duckdb.connect()
+    try:
+        con.register("t", left)
+        con.register("k", keys.select(list(names)))
+        out = con.sql(
+            f"SELECT t.{_INDEX} FROM t JOIN (SELECT DISTINCT {cols} FROM k) k ON {on} "
+            f"ORDER BY t.{_INDEX}"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return table.take(out.column(0))
+
+
+def _read_keyed(
+    pool: Pool,
+    objects: list[ObjectMeta],
+    keys: pa.Table,
+    names: tuple[str, ...],
+    schema: pa.Schema,
+) -> pa.Table:
+    """The rows of ``objects`` (in order) whose key is in ``keys``, conformed to ``schema``."""
+    parts = []
+    for o in objects:
+        rows = read_verified(pool.store, pool.id, o, pool.name)
+        parts.append(conform_to(rows_with_keys(rows, keys, names), schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[str, ...]) -> Recency:
+    """Decide, for each key of ``live`` (the live rows of duplicate named keys, any order,
+    conformed to the pool schema) whose rows differ, which row is the newest (see the module
+    docstring). Keys whose rows are all identical need no decision and are not counted."""
+    schema = live.schema
+    if live.num_rows == 0:
+        return Recency(live)
+    key_ids = group_rows([live.select(list(names))])[0]
+    value_ids = group_rows([live])[0]
+    values_of: dict[int, set[int]] = {}
+    for k, v in zip(key_ids.tolist(), value_ids.tolist(), strict=True):
+        values_of.setdefault(k, set()).add(v)
+    open_keys = {k for k, vs in values_of.items() if len(vs) > 1}
+    if not open_keys:
+        return Recency(live.slice(0, 0))
+    in_open = np.isin(key_ids, np.array(sorted(open_keys), dtype=np.int64))
+    contested = live.filter(pa.array(in_open))
+    c_keys = key_ids[in_open]
+    c_values = value_ids[in_open]
+    winner: dict[int, int] = {}  # key id → value id (ids of the ``live`` grouping)
+    commits = objects = 0
+    commit_id = tip
+    pending = contested
+    try:
+        for commit in pool.log(commit_id) if commit_id is not None else ():
+            commits += 1
+            keyset = KeySet.of_columns([pending.column(n) for n in names])
+            added = [o for o in commit.adds() if keyset.meets(o)]
+            if not added:
+                continue
+            removed: list[ObjectMeta] = []
+            if commit.deletes():
+                before = pool.snapshot(commit.parent)
+                removed = [
+                    before.objects[i]
+                    for i in commit.deletes()
+                    if i in before.objects and keyset.meets(before.objects[i])
+                ]
+            objects += len(added) + len(removed)
+            key_table = pending.select(list(names))
+            _, plus = cancel(
+                _read_keyed(pool, removed, key_table, names, schema),
+                _read_keyed(pool, added, key_table, names, schema),
+            )
+            if plus.num_rows == 0:
+                continue
+            # One grouping over the net-added rows and the contested live rows: a net-added
+            # row equal to a live row gets that row's value id.
+            ids = group_rows([plus, contested])
+            live_value = dict(zip(ids[1].tolist(), c_values.tolist(), strict=True))
+            value_key = dict(zip(c_values.tolist(), c_keys.tolist(), strict=True))
+            decided: dict[int, int] = {}
+            for g in ids[0].tolist():  # in add order: the last one a commit added wins
+                v = live_value.get(g)
+                if v is not None and value_key[v] not in winner:
+                    decided[value_key[v]] = v
+            winner.update(decided)
+            if len(winner) == len(open_keys):
+                break
+            if decided:
+                still = ~np.isin(c_keys, np.array(sorted(winner), dtype=np.int64))
+                pending = contested.filter(pa.array(still))
+    except _UNREADABLE:
+        pass  # history vacated or cleaned up: the keys still open fall back
+    lose = np.array(
+        [
+            k in winner and winner[k] != v
+            for k, v in zip(c_keys.tolist(), c_values.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
+    return Recency(
+        contested.filter(pa.array(lose)),
+        len(winner),
+        len(open_keys) - len(winner),
+        commits,
+        objects,
+    )
+
+
+__all__ = ["Recency", "resolve_recency", "rows_with_keys"]
