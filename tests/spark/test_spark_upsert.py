@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lake_core import Lake
+from lake_core import Lake, LakeConfig
 from lake_core.errors import EmptyTransactionError, LakeError, MalformedInputError
 from lake_core.expr import ExpressionError
 from lake_core.objects import ObjectMeta
@@ -168,6 +168,7 @@ def _same_counts(got: UpsertResult, expected: UpsertResult) -> None:
     assert got.bytes_rewritten == expected.bytes_rewritten
 
 
+@pytest.mark.slow
 def test_spark_upsert_gives_the_local_rows_and_counts(
     spark: Any, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,6 +216,7 @@ def test_spark_upsert_gives_the_local_rows_and_counts(
     assert _rows(remote) == _rows(local)
 
 
+@pytest.mark.slow
 def test_spark_upsert_of_a_descending_two_field_key(spark: Any, lake: Lake, tmp_path: Path) -> None:
     base = pa.table({"a": [i % 40 for i in range(3000)], "b": [i for i in range(3000)]})
     base = base.append_column("v", pa.array(["x" * (i % 13) for i in range(3000)]))
@@ -237,6 +239,7 @@ def test_spark_upsert_of_a_descending_two_field_key(spark: Any, lake: Lake, tmp_
     assert _rows(remote) == _rows(local)
 
 
+@pytest.mark.slow
 def test_deletes_of_absent_keys_only_commit_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
     _, remote = _twin_pools(lake)
     src = tmp_path / "absent.ndjson"
@@ -250,6 +253,7 @@ def test_deletes_of_absent_keys_only_commit_nothing(spark: Any, lake: Lake, tmp_
     assert {i.key for i in remote.store.list(f"pools/{remote.id}/data/")} == files
 
 
+@pytest.mark.slow
 def test_a_racing_commit_makes_it_replan_and_the_result_is_the_serial_one(
     spark: Any, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -284,6 +288,7 @@ def test_a_racing_commit_makes_it_replan_and_the_result_is_the_serial_one(
     assert after - before == landed
 
 
+@pytest.mark.slow
 def test_a_dataframe_change_set_gives_the_local_result(spark: Any, lake: Lake) -> None:
     """Rows in DataFrame order (partition by partition) are the input order: the last
     duplicate wins across partitions too."""
@@ -307,6 +312,7 @@ def test_a_dataframe_change_set_gives_the_local_result(spark: Any, lake: Lake) -
     assert _rows(remote) == _rows(local)
 
 
+@pytest.mark.slow
 def test_refusals_change_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
     """A unique pool refuses spark_load (its loads are upserts); a pool keyed by the whole
     record refuses spark_upsert (the local path handles it)."""
@@ -326,6 +332,7 @@ def test_refusals_change_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None
     assert spark_upsert(spark, unique, [src]).inserted == 1
 
 
+@pytest.mark.slow
 def test_bad_input_changes_nothing_and_raises_the_local_error(
     spark: Any, lake: Lake, tmp_path: Path
 ) -> None:
@@ -357,6 +364,7 @@ def test_bad_input_changes_nothing_and_raises_the_local_error(
 # -- the CLI ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_upsert_with_spark_prints_what_the_local_command_prints(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -367,7 +375,6 @@ def test_cli_upsert_with_spark_prints_what_the_local_command_prints(
 
     from lake_cli import main
     from lake_cli.commands import spark as cli_spark
-    from lake_core import LakeConfig
 
     @contextmanager
     def shared(master: str | None, what: str) -> Iterator[Any]:
@@ -414,3 +421,92 @@ def test_cli_upsert_with_spark_prints_what_the_local_command_prints(
             assert main(["--lake", uri, "load", *flags, "-p", name, paths[1]]) == 0
         lines.append(capsys.readouterr().out.splitlines()[-2])
     assert lines[0] == lines[1] and "updated" in lines[1]
+
+
+# -- racing OS processes ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_spark_upserts_racing_processes_equal_a_serial_replay(
+    spark: Any, lake_uri: str, tmp_path: Path
+) -> None:
+    """Three processes upsert and load on overlapping keys (tests/workers_upsert.py) and a
+    fourth compacts until they are done, while this process runs Spark upserts on the same
+    keys: afterwards the pool equals a serial replay of every acknowledged operation in commit
+    order, row for row, with each commit's counts (tests/core/test_upsert_race.py's check).
+    A Spark upsert that loses every one of its plans to racing commits fails with
+    RetriesExhaustedError and must have committed nothing (the replay finds no commit of it)."""
+    import multiprocessing as mp
+    import threading
+
+    from lake_core.errors import RetriesExhaustedError
+    from tests.core.test_upsert_race import check, setup
+    from tests.workers_upsert import DELETE_WHEN, compactor, plan, table_of, upserter
+
+    workers, ops, keys, seed = 3, 16, 40, 7
+    setup(lake_uri, unique=False)
+    pool = Lake.open(LakeConfig(uri=lake_uri)).pool("u")
+    mine = plan(seed, 99, 5, keys, kinds=("upsert", "upsert_delete"))
+    files = []
+    for i, (_, rows) in enumerate(mine):
+        path = tmp_path / f"spark{i}.parquet"
+        pq.write_table(table_of(rows), path)
+        files.append(path)
+    ctx = mp.get_context("spawn")
+    start, stop, out = ctx.Barrier(workers + 2), ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=upserter, args=(lake_uri, "u", seed, w, ops, keys, start, out))
+        for w in range(workers)
+    ]
+    procs.append(ctx.Process(target=compactor, args=(lake_uri, "u", start, stop, out)))
+    reports: dict[int, Any] = {}
+    compactions: list[Any] = []
+
+    def collect() -> None:
+        # The compactor stops once the upserting workers are done.
+        while len(reports) < workers:
+            _, worker, got = out.get(timeout=300)
+            reports[worker] = got
+        stop.set()
+        kind, _, done = out.get(timeout=120)
+        assert kind == "compactions"
+        compactions.extend(done)
+
+    collector = threading.Thread(target=collect, daemon=True)
+    by_commit: dict[str, tuple[str, list[Any]]] = {}
+    outcomes = []
+    try:
+        for p in procs:
+            p.start()
+        collector.start()
+        start.wait()
+        for i, ((kind, rows), path) in enumerate(zip(mine, files, strict=True)):
+            when = DELETE_WHEN if kind == "upsert_delete" else None
+            try:
+                result = spark_upsert(spark, pool, [path], delete_when=when, message=f"spark {i}")
+            except RetriesExhaustedError:
+                outcomes.append(("failed", f"spark/{i}", None))
+                continue
+            if result.commit is not None:
+                by_commit[result.commit.id] = (kind, rows)
+            outcomes.append(("ok", f"spark/{i}", result.commit.id if result.commit else None))
+        collector.join(420)
+        for p in procs:
+            p.join(60)
+            assert p.exitcode == 0
+    finally:
+        stop.set()
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+    assert len(reports) == workers
+    for w, got in reports.items():
+        steps = plan(seed, w, ops, keys)
+        for i, status, cid in got:
+            outcomes.append((status, f"w{w}/{i}", cid))
+            if cid is not None and status in ("ok", "unknown"):
+                by_commit[cid] = steps[i]
+    compacted = {cid: status for status, cid in compactions if cid is not None}
+    assert all(s == "ok" for s, w, _ in outcomes if not w.startswith("spark")), outcomes
+    assert any(s == "ok" and c for s, w, c in outcomes if w.startswith("spark")), outcomes
+    check(lake_uri, False, by_commit, compacted, outcomes)
