@@ -74,7 +74,8 @@ from lake_core.stats import ColumnMeta, column_meta, encode_value
 from lake_core.stitch import StitchError, copy_row_groups, read_footer
 from lake_core.stores.base import ObjectStore, SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
-from lake_core.writer import WriteOptions, write_objects
+from lake_core.upsert_stream import Merge, Rewrite, chunks, streamable
+from lake_core.writer import WriteOptions, write_objects, write_sorted
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # Pool.upsert delegates here: no import back at run time
@@ -329,10 +330,15 @@ class UpsertPlan:
     incoming_schema: pa.Schema | None
     keys: KeySet = field(default_factory=KeySet)
     copies: tuple[Copy, ...] = ()
+    merges: tuple[Merge, ...] = ()  # partitions rewritten as a stream (lake_core.upsert_stream)
 
     @property
     def empty(self) -> bool:
-        return not self.deletes and not any(t.num_rows for _, t in self.tables)
+        return (
+            not self.deletes
+            and not any(t.num_rows for _, t in self.tables)
+            and not any(m.rows for m in self.merges)
+        )
 
     @property
     def read_ids(self) -> frozenset[str]:
@@ -452,8 +458,9 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     deletes: list[ObjectMeta] = []
     copies: list[Copy] = []
     # Per partition value: the tables to write there and the columns they carry (an object
-    # never carries a column none of its rows had).
+    # never carries a column none of its rows had); the row groups to decode again there.
     pieces: dict[str | None, list[tuple[pa.Table, set[str]]]] = {}
+    rewrites: dict[str | None, list[tuple[Rewrite, set[str]]]] = {}
     for target in _open_all(pool, targets):
         obj, file = target.meta, target.file
         present = [f for f in key.fields if f in file.schema_arrow.names]
@@ -475,26 +482,54 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         rewrite = [g for g in range(file.metadata.num_row_groups) if g not in copied]
         if not rewrite:
             continue
-        rows = conform_to(file.read_row_groups(rewrite), schema, lossless=True)
         starts = _group_starts(file)
         positions = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in rewrite])
         kept_mask = keep[positions]
         if kept_mask.any():
-            kept = rows.filter(pa.array(kept_mask))
-            pieces.setdefault(obj.partition, []).append((kept, set(obj.columns)))
+            sizes = np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in rewrite])
+            stored = conform_to(stored_keys, keys_schema, lossless=True)
+            rewrites.setdefault(obj.partition, []).append(
+                (
+                    Rewrite(
+                        target.data,
+                        file,
+                        tuple(rewrite),
+                        kept_mask,
+                        stored.take(pa.array(positions)),
+                        tuple(int(x) for x in sizes),
+                    ),
+                    set(obj.columns),
+                )
+            )
     inserting = ~incoming.delete
     inserted = int((inserting & ~matched).sum())
     new_rows = table.filter(pa.array(inserting))
+    adding: dict[str | None, pa.Table] = {}
+    own = set(new_rows.schema.names)
     if new_rows.num_rows:
         spec = pool.partition_spec
         parts = [(None, new_rows)] if spec is None else spec.split(new_rows)
-        own = set(new_rows.schema.names)
-        for value, part in parts:
-            pieces.setdefault(value, []).append((conform_to(part, schema), own))
+        adding = {value: conform_to(part, schema) for value, part in parts}
+    merges = []
+    for value in {**rewrites, **adding}:
+        group = rewrites.get(value, [])
+        carried = set().union(*(cols for _, cols in group), own if value in adding else ())
+        names = [n for n in schema.names if n in carried]
+        added = adding.get(value) or conform_to(table.slice(0, 0), schema)
+        if group and streamable(key, [*(r.keys for r, _ in group), added]):
+            fields = pa.schema([schema.field(n) for n in names])
+            merges.append(Merge(value, fields, tuple(r for r, _ in group), added))
+            continue
+        # Not orderable as a stream (see lake_core.upsert_stream): decoded now, sorted whole.
+        for r, cols in group:
+            rows = conform_to(r.file.read_row_groups(list(r.groups)), schema, lossless=True)
+            pieces.setdefault(value, []).append((rows.filter(pa.array(r.keep)), cols))
+        if value in adding:
+            pieces.setdefault(value, []).append((added, own))
     tables = []
-    for value, group in pieces.items():
-        carried = set().union(*(cols for _, cols in group))
-        combined = pa.concat_tables([t for t, _ in group])
+    for value, pieced in pieces.items():
+        carried = set().union(*(cols for _, cols in pieced))
+        combined = pa.concat_tables([t for t, _ in pieced])
         tables.append((value, combined.select([n for n in schema.names if n in carried])))
     return UpsertPlan(
         snapshot,
@@ -507,6 +542,7 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         table.schema if new_rows.num_rows else None,
         incoming.keys,
         tuple(copies),
+        tuple(merges),
     )
 
 
@@ -606,6 +642,18 @@ def write_plan(
 
     for copy in plan.copies:
         landed(write_copy(store, pool, copy))
+    for merge in plan.merges:
+        write_sorted(
+            store,
+            pool.id,
+            chunks(merge, key),
+            merge.schema,
+            key,
+            options,
+            clock=pool.clock,
+            on_object=landed,
+            partition=merge.partition,
+        )
     for value, table in plan.tables:
         write_objects(
             store,
