@@ -240,6 +240,42 @@ def test_spark_upsert_of_a_descending_two_field_key(spark: Any, lake: Lake, tmp_
 
 
 @pytest.mark.slow
+def test_spark_upsert_into_a_partitioned_pool(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    """Partitions by day of a non-key column: an upserted row whose day changed moves to its
+    new partition (the old row, in another partition's object, is rewritten away)."""
+    from datetime import UTC, datetime, timedelta
+
+    def day(i: int) -> str:
+        return (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=7 * i)).isoformat()
+
+    base = [{"k": i, "ts": day(i % 40), "v": i} for i in range(0, 3000, 3)]
+    change = tmp_path / "change.ndjson"
+    with change.open("w") as f:
+        for i in range(0, 3000, 9):
+            f.write(json.dumps({"k": i, "ts": day(i % 13), "v": -i, "d": i % 5 == 0}) + "\n")
+        for i in range(1, 500, 10):
+            f.write(json.dumps({"k": i, "ts": day(i % 7), "v": 1, "d": False}) + "\n")
+        f.write(json.dumps({"k": 3001, "v": 2, "d": False}) + "\n")  # no ts: partition null
+    base_file = tmp_path / "base.ndjson"
+    base_file.write_text("".join(json.dumps(r) + "\n" for r in base))
+    pools = []
+    for name in ("local", "spark"):
+        pool = lake.create_pool(name, "k:asc", target_size=4_000, partition_by="day(ts)")
+        pool.load([base_file])
+        pools.append(pool)
+    local, remote = pools
+    expected = local.upsert([change], delete_when="d")
+    got = spark_upsert(spark, remote, [change], delete_when="d")
+    _same_counts(got, expected)
+    assert _rows(remote) == _rows(local)
+    spec = remote.partition_spec
+    assert spec is not None
+    for o in remote.snapshot(remote.tip()).objects.values():  # no object straddles days
+        rows = pq.read_table(pa.BufferReader(remote.store.get(remote.layout.data(o.id))))
+        assert set(spec.values(rows).to_pylist()) == {o.partition}
+
+
+@pytest.mark.slow
 def test_deletes_of_absent_keys_only_commit_nothing(spark: Any, lake: Lake, tmp_path: Path) -> None:
     _, remote = _twin_pools(lake)
     src = tmp_path / "absent.ndjson"
@@ -293,7 +329,9 @@ def test_a_dataframe_change_set_gives_the_local_result(spark: Any, lake: Lake) -
     """Rows in DataFrame order (partition by partition) are the input order: the last
     duplicate wins across partitions too."""
     local, remote = _twin_pools(lake)
-    rows = [(i, -i, "d" if i % 12 == 0 else "u") for i in range(0, 3000, 4)]
+    rows: list[tuple[int | None, int, str]] = [
+        (i, -i, "d" if i % 12 == 0 else "u") for i in range(0, 3000, 4)
+    ]
     rows += [(i, 7, "u") for i in range(0, 3000, 40)]  # duplicates, later in the input
     rows += [(None, 1, "u"), (5001, 2, "u")]
     table = pa.table(
@@ -474,7 +512,7 @@ def test_spark_upserts_racing_processes_equal_a_serial_replay(
 
     collector = threading.Thread(target=collect, daemon=True)
     by_commit: dict[str, tuple[str, list[Any]]] = {}
-    outcomes = []
+    outcomes: list[tuple[str, str, str | None]] = []
     try:
         for p in procs:
             p.start()
