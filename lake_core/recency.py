@@ -125,24 +125,27 @@ def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[st
         return Recency(live)
     key_ids = group_rows([live.select(list(names))])[0]
     value_ids = group_rows([live])[0]
-    values_of: dict[int, set[int]] = {}
-    for k, v in zip(key_ids.tolist(), value_ids.tolist(), strict=True):
-        values_of.setdefault(k, set()).add(v)
-    open_keys = {k for k, vs in values_of.items() if len(vs) > 1}
-    if not open_keys:
+    # Distinct (key, value) pairs; a key with two or more distinct values is open.
+    pairs = np.unique(key_ids * (int(value_ids.max()) + 1) + value_ids)
+    per_key = np.bincount(pairs // (int(value_ids.max()) + 1), minlength=int(key_ids.max()) + 1)
+    is_open = per_key > 1
+    n_open = int(is_open.sum())
+    if n_open == 0:
         return Recency(live.slice(0, 0))
-    in_open = np.isin(key_ids, np.array(sorted(open_keys), dtype=np.int64))
+    in_open = is_open[key_ids]
     contested = live.filter(pa.array(in_open))
     c_keys = key_ids[in_open]
     c_values = value_ids[in_open]
-    winner: dict[int, int] = {}  # key id → value id (ids of the ``live`` grouping)
+    key_of_value = np.full(int(value_ids.max()) + 1, -1, dtype=np.int64)
+    key_of_value[c_values] = c_keys
+    winner = np.full(len(per_key), -1, dtype=np.int64)  # key id → winning value id, or -1
+    decided_keys = 0
     commits = objects = 0
-    commit_id = tip
     pending = contested
+    keyset = KeySet.of_columns([pending.column(n) for n in names])
     try:
-        for commit in pool.log(commit_id) if commit_id is not None else ():
+        for commit in pool.log(tip) if tip is not None else ():
             commits += 1
-            keyset = KeySet.of_columns([pending.column(n) for n in names])
             added = [o for o in commit.adds() if keyset.meets(o)]
             if not added:
                 continue
@@ -165,32 +168,32 @@ def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[st
             # One grouping over the net-added rows and the contested live rows: a net-added
             # row equal to a live row gets that row's value id.
             ids = group_rows([plus, contested])
-            live_value = dict(zip(ids[1].tolist(), c_values.tolist(), strict=True))
-            value_key = dict(zip(c_values.tolist(), c_keys.tolist(), strict=True))
-            decided: dict[int, int] = {}
-            for g in ids[0].tolist():  # in add order: the last one a commit added wins
-                v = live_value.get(g)
-                if v is not None and value_key[v] not in winner:
-                    decided[value_key[v]] = v
-            winner.update(decided)
-            if len(winner) == len(open_keys):
+            value_of_group = np.full(int(max(ids[0].max(), ids[1].max())) + 1, -1, dtype=np.int64)
+            value_of_group[ids[1]] = c_values
+            v = value_of_group[ids[0]]
+            v = v[v >= 0]
+            k = key_of_value[v]
+            fresh = winner[k] < 0
+            v, k = v[fresh], k[fresh]
+            if len(k) == 0:
+                continue
+            # In add order the last row a commit added for a key wins: the first seen backwards.
+            keys_back, first_back = np.unique(k[::-1], return_index=True)
+            winner[keys_back] = v[::-1][first_back]
+            decided_keys += len(keys_back)
+            if decided_keys == n_open:
                 break
-            if decided:
-                still = ~np.isin(c_keys, np.array(sorted(winner), dtype=np.int64))
-                pending = contested.filter(pa.array(still))
+            still = winner[c_keys] < 0
+            pending = contested.filter(pa.array(still))
+            keyset = KeySet.of_columns([pending.column(n) for n in names])
     except _UNREADABLE:
         pass  # history vacated or cleaned up: the keys still open fall back
-    lose = np.array(
-        [
-            k in winner and winner[k] != v
-            for k, v in zip(c_keys.tolist(), c_values.tolist(), strict=True)
-        ],
-        dtype=bool,
-    )
+    won = winner[c_keys]
+    lose = (won >= 0) & (won != c_values)
     return Recency(
         contested.filter(pa.array(lose)),
-        len(winner),
-        len(open_keys) - len(winner),
+        decided_keys,
+        n_open - decided_keys,
         commits,
         objects,
     )
