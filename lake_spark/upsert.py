@@ -75,6 +75,7 @@ from lake_core.upsert import (
     Incoming,
     UpsertResult,
     commit_upsert,
+    incoming_keys_of,
     last_per_key,
     plan_upsert,
     write_plan,
@@ -163,7 +164,7 @@ def incoming_rows(rows: pa.Table, key: PoolKey, delete_when: str | None, source:
     kept = last_per_key(rows, key)
     if len(kept) < rows.num_rows:
         rows, delete = rows.take(pa.array(kept)), delete[kept]
-    return Incoming(rows, delete, KeySet.of_columns(key.key_columns(rows)), source)
+    return Incoming(rows, delete, incoming_keys_of(rows, key), source)
 
 
 def merge_bucket(
