@@ -6,7 +6,10 @@ last, deterministically: objects whose key ranges overlap are read together and 
 records whose first key field is null come after all others, held back from every run and
 sorted at the end by the later key fields (each field's nulls last, as pyarrow's sort with
 ``null_placement="at_end"`` orders the whole key; equal keys in object id order). Only runs
-and those held-back records are held in memory, not the pool.
+and those held-back records are held in memory, not the pool. Runs are found from the
+objects' recorded bounds, taken in the pool's direction; a scan in the other direction cuts
+them before any later key field an object holds nulls in, since those nulls move to the
+other end of their group (:meth:`Scan._bounds`).
 
 Pruning is the read planner's (:mod:`lake_core.planning`): it names the objects to open and,
 once an object's footer is open, the row groups to read; the scan reads exactly those. The
@@ -87,21 +90,50 @@ class Scan:
         """Groups of objects whose key ranges overlap, in output order."""
         keyed = [o for o in self.objects if o.min is not None]
         nullkey = sorted((o for o in self.objects if o.min is None), key=lambda o: o.id)
-        keyed.sort(key=lambda o: (_sortable(o.min), o.id))
+        bounds = {o.id: self._bounds(o) for o in keyed}
+        keyed.sort(key=lambda o: (_sortable(bounds[o.id][0]), o.id))
         runs: list[list[ObjectMeta]] = []
         span_max: Any = None
         for o in keyed:
-            if runs and span_max is not None and _sortable(o.min) <= span_max:
+            lo, hi = bounds[o.id]
+            if runs and span_max is not None and _sortable(lo) <= span_max:
                 runs[-1].append(o)
-                span_max = max(span_max, _sortable(o.max, upper=True))
+                span_max = max(span_max, _sortable(hi, upper=True))
             else:
                 runs.append([o])
-                span_max = _sortable(o.max, upper=True)
+                span_max = _sortable(hi, upper=True)
         if self.descending:
             runs.reverse()
         if nullkey:
             runs.append(nullkey)
         return runs
+
+    def _bounds(self, obj: ObjectMeta) -> tuple[list[Any] | None, list[Any] | None]:
+        """``obj``'s key bounds for ordering runs in the scan's direction.
+
+        The recorded ``min``/``max`` are its first and last keys in the *pool's* order, where a
+        null in a later key field sorts last: below every value in ascending terms for a
+        descending pool, above them for an ascending one. A scan in the other direction puts
+        those nulls at the other end, so a row sharing a bound's leading fields but null in a
+        later one lies outside the recorded bound there (``(2, null)`` after ``(2, 0)`` in an
+        ascending scan of a descending pool whose ``max`` is ``(2, 0)``). The bounds are then
+        cut before the first later key field the object may hold a null in (a column it
+        lacks, or one with nulls): the prefix still bounds every key (:func:`_sortable`)."""
+        if self.descending == self.key.descending:
+            return obj.min, obj.max
+        names = self.key.names(self.pool_schema)
+        width = next(
+            (
+                i
+                for i, name in enumerate(names)
+                if i > 0 and (name not in obj.columns or obj.columns[name].nulls > 0)
+            ),
+            len(names),
+        )
+        return (
+            None if obj.min is None else obj.min[:width],
+            None if obj.max is None else obj.max[:width],
+        )
 
     def _read(self, obj: ObjectMeta) -> pa.Table:
         """The object's matching rows, whole."""
