@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -61,7 +62,7 @@ from lake_core.merge import KeepLast, merge_sorted
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.poolkey import PoolKey
-from lake_core.recency import Recency, resolve_recency, rows_with_keys
+from lake_core.recency import Recency, key_positions, resolve_recency, rows_with_keys
 from lake_core.rowsets import pair_rows
 from lake_core.snapshot import Snapshot
 from lake_core.writer import WriteOptions, write_partitioned, write_sorted
@@ -204,29 +205,36 @@ def duplicate_keys(
 
 def live_duplicates(
     pool: Pool,
-    groups: Sequence[Sequence[ObjectMeta]],
-    keys: pa.Table,
+    groups: Sequence[tuple[Sequence[ObjectMeta], pa.Table]],
     schema: pa.Schema,
     names: tuple[str, ...],
 ) -> pa.Table:
-    """The live rows of ``groups`` whose named key is in ``keys``, conformed to ``schema``."""
+    """The live rows of each group whose named key is in that group's duplicate keys,
+    conformed to ``schema``."""
     parts = []
-    for group in groups:
+    for group, keys in groups:
         for o in group:
             rows = read_verified(pool.store, pool.id, o, pool.name)
             parts.append(conform_to(rows_with_keys(rows, keys, names), schema))
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-def _without(pieces: Iterator[pa.Table], losers: pa.Table) -> Iterator[pa.Table]:
-    """``pieces`` less the rows of ``losers`` (a multiset: each loser row removed once)."""
-    remaining = losers
+def _without(
+    pieces: Iterator[pa.Table], losers: pa.Table, names: tuple[str, ...]
+) -> Iterator[pa.Table]:
+    """``pieces`` less the rows of ``losers`` (a multiset: each loser row removed once).
+    Only a piece's rows holding a loser's key are compared whole."""
+    remaining: pa.Table | None = None
     for piece in pieces:
+        if remaining is None:
+            remaining = conform_to(losers, piece.schema)  # every piece has the run's schema
         if remaining.num_rows:
-            fitted = conform_to(remaining, piece.schema)
-            pairing = pair_rows(piece, fitted)
-            if len(pairing.left):
-                piece = piece.filter(pc.invert(pairing.left_mask(piece.num_rows)))
+            at = key_positions(piece, remaining, names)
+            pairing = pair_rows(piece.take(at), remaining) if len(at) else None
+            if pairing is not None and len(pairing.left):
+                drop = np.zeros(piece.num_rows, dtype=bool)
+                drop[at.to_numpy()[pairing.left]] = True
+                piece = piece.filter(pa.array(~drop))
                 remaining = remaining.filter(pc.invert(pairing.right_mask(remaining.num_rows)))
         yield piece
 
@@ -245,7 +253,7 @@ def _rewrite(
     run = CompactionRun(next(iter(partitions)) if len(partitions) == 1 else None, tuple(group))
     drop = KeepLast(key)
     merged = merge_run(pool, run, schema)
-    rows = drop(_without(merged, losers) if losers.num_rows else merged)
+    rows = drop(_without(merged, losers, key.names(schema)) if losers.num_rows else merged)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     if len(partitions) == 1:
         write_sorted(
@@ -309,13 +317,13 @@ def _attempt(
     key = pool.config.key.resolve(schema)
     found = [(g, duplicate_keys(pool, g, schema, key)) for g in plan.groups]
     dirty = [g for g, (n, _) in found if n]
+    dirty_keys = [k for _, (n, k) in found if n]
     if not dirty:
         return DedupeResult(None, 0, examined, plan.skipped, attempts=attempt)
     recency = Recency(schema.empty_table())
     if not key.is_this:  # under ``this`` duplicates are identical records: nothing to choose
         names = key.names(schema)
-        dup_keys = pa.concat_tables([k for _, (n, k) in found if n])
-        live = live_duplicates(pool, dirty, dup_keys, schema, names)
+        live = live_duplicates(pool, list(zip(dirty, dirty_keys, strict=True)), schema, names)
         recency = resolve_recency(pool, snap.commit_id, live, names)
         recency = Recency(
             recency.losers,
@@ -327,8 +335,12 @@ def _attempt(
     written: list[ObjectMeta] = []
     removed = 0
     with discarding_on_failure(pool, written):
-        for group in dirty:
-            removed += _rewrite(pool, group, schema, key, written.append, recency.losers)
+        for group, keys in zip(dirty, dirty_keys, strict=True):
+            # Each group pairs only its own losers (groups hold disjoint keys).
+            losers = recency.losers
+            if losers.num_rows and len(dirty) > 1:
+                losers = rows_with_keys(losers, keys, key.names(schema))
+            removed += _rewrite(pool, group, schema, key, written.append, losers)
         removed += recency.losers.num_rows
         deletes = [o.id for g in dirty for o in g]
         stats = {

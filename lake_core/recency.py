@@ -26,10 +26,11 @@ is whole, the kept row is the row of the last commit that wrote one of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lake_core.errors import (
     CorruptObjectError,
@@ -71,13 +72,21 @@ class Recency:
     objects_read: int = 0
 
 
-def rows_with_keys(table: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> pa.Table:
-    """The rows of ``table`` whose key (``names``, never null in ``keys``) is one of
-    ``keys``' rows, in ``table``'s order. A key field ``table`` lacks is null: no match."""
+def key_positions(table: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> pa.Array[Any]:
+    """Ascending positions of the rows of ``table`` whose key (``names``, never null in
+    ``keys``) is one of ``keys``' rows. A key field ``table`` lacks is null: no match."""
     if table.num_rows == 0 or keys.num_rows == 0:
-        return table.slice(0, 0)
+        return pa.array([], pa.int64())
     if any(n not in table.schema.names for n in names):
-        return table.slice(0, 0)
+        return pa.array([], pa.int64())
+    if len(names) == 1:
+        column = table.column(names[0])
+        try:
+            found = pc.is_in(column, value_set=keys.column(names[0]).combine_chunks())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            pass  # a type Arrow cannot hash (structs, lists): DuckDB below
+        else:
+            return pa.array(np.flatnonzero(found.to_numpy(zero_copy_only=False)), pa.int64())
     import duckdb
 
     def q(n: str) -> str:
@@ -98,7 +107,14 @@ def rows_with_keys(table: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> p
         ).to_arrow_table()
     finally:
         con.close()
-    return table.take(out.column(0))
+    positions: pa.Array[Any] = out.column(0).combine_chunks()
+    return positions
+
+
+def rows_with_keys(table: pa.Table, keys: pa.Table, names: tuple[str, ...]) -> pa.Table:
+    """The rows of ``table`` whose key is one of ``keys``' rows (:func:`key_positions`), in
+    ``table``'s order."""
+    return table.take(key_positions(table, keys, names))
 
 
 def _read_keyed(
@@ -199,4 +215,4 @@ def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[st
     )
 
 
-__all__ = ["Recency", "resolve_recency", "rows_with_keys"]
+__all__ = ["Recency", "key_positions", "resolve_recency", "rows_with_keys"]

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from lake_core import Lake
+from lake_core.dedupe import plan_dedupe
 from lake_core.pool import Pool
 
 
@@ -128,3 +129,38 @@ def test_vacated_history_falls_back_to_snapshot_order(lake_uri: str) -> None:
     assert result.commit.meta["dedupe"]["resolved_from_snapshot_order"] == 1
     # Today's rule: the last row in snapshot order (the compaction's output, holding "old").
     assert _rows(pool) == [(1, "old"), (5, "other")]
+
+
+def test_a_two_field_key_in_two_groups(lake_uri: str) -> None:
+    # Two disjoint key ranges, each with a compaction of named objects that carried the old
+    # row after the newer one: keys of two fields (rows matched by a join on both), and each
+    # group's rewrite removes only its own losers.
+    pool = Lake.init(lake_uri).create_pool("p", "k,s:desc")
+
+    def load(rows: list[tuple[int, str, str]]) -> str:
+        ks, ss, vs = zip(*rows, strict=True)
+        table = pa.table({"k": pa.array(ks, pa.int64()), "s": list(ss), "v": list(vs)})
+        (obj,) = pool.load(table).adds()
+        return str(obj.id)
+
+    for base in (0, 100):
+        a = load([(base + 1, "a", "old"), (base + 1, "b", "keep"), (base + 3, "c", "c")])
+        load([(base + 1, "a", "new")])
+        c = load([(base + 2, "b", "b")])
+        assert pool.compact(object_ids=[a, c]).commit is not None
+    assert len(plan_dedupe(pool.snapshot(pool.tip()), pool.config.key).groups) == 2
+    result = pool.dedupe()
+    assert result.objects_rewritten == 4 and result.rows_removed == 2
+    assert (result.resolved_from_history, result.resolved_from_snapshot_order) == (2, 0)
+    t = pool.read()
+    got = sorted(zip(t["k"].to_pylist(), t["s"].to_pylist(), t["v"].to_pylist(), strict=True))
+    assert got == sorted(
+        row
+        for base in (0, 100)
+        for row in [
+            (base + 1, "a", "new"),
+            (base + 1, "b", "keep"),
+            (base + 2, "b", "b"),
+            (base + 3, "c", "c"),
+        ]
+    )
