@@ -342,6 +342,8 @@ def _attempt(
     # The checks lake_core.upsert.prepare makes, before anything is written.
     check_new_columns(pool.config.schema_mode, pool.name, snap.schema, layout, source)
     key.check_types(layout)
+    if key.fields[0] not in layout.names:
+        _check_key_present(pool, layout, source)  # no row can have the key: before any work
     if delete_when is not None:
         to_arrow_expression(parse_predicate(delete_when), layout)  # an unknown column, …
     if pool.partition_spec is not None:
@@ -386,6 +388,13 @@ def _attempt(
     return sorted(results, key=lambda r: r.bucket), layout
 
 
+def _check_key_present(pool: Pool, layout: pa.Schema, source: str) -> None:
+    """lake_core.schema_mode.check_key_present for an input of ``layout`` no row of which
+    has the pool key: MissingKeyError under strict, else its warning."""
+    keyless = pa.Table.from_pylist([{}], schema=layout)
+    check_key_present(pool.config.schema_mode, pool.name, pool.config.key, keyless, source)
+
+
 def _union_keys(results: list[_Merged], width: int) -> KeySet:
     """Every bucket's keys as one KeySet (a key lies in one bucket only). Keys that do not
     sort together make it opaque: every object with a key then meets it, as KeySet does."""
@@ -416,10 +425,9 @@ def _commit(
     """Commit what the tasks wrote and deleted, validated against the keys and the objects
     read (lake_core.upsert.commit_upsert); the result counts it."""
     if not any(r.keyed for r in results):
-        # No row has the pool key: a strict pool refuses (MissingKeyError), as load does.
-        check_key_present(
-            pool.config.schema_mode, pool.name, pool.config.key, layout.empty_table(), source
-        )
+        # No row has the pool key (its field is in the input, null in every row): a strict
+        # pool refuses (MissingKeyError), as load does; the caller removes what was written.
+        _check_key_present(pool, layout, source)
     deletes = [i for r in results for i in r.deletes]
     read = [i for r in results for i in r.read]
     inserted = sum(r.inserted for r in results)

@@ -209,9 +209,8 @@ def plan_buckets(
     )
     complete = _complete(samples, key)
     tail = float(weights[~complete].sum())  # null keys sort last: the last bucket
-    valid = (
-        samples.filter(pa.array(complete)).select(list(key.fields)) if samples.num_rows else None
-    )
+    # Samples lacking a key field (input without it) are all incomplete: none to cut at.
+    valid = samples.filter(pa.array(complete)).select(list(key.fields)) if complete.any() else None
     if valid is not None:
         valid = pa.table(
             {f: valid.column(f).cast(t) for f, t in zip(key.fields, types, strict=True)}

@@ -88,6 +88,16 @@ def test_plan_falls_back_to_one_bucket_when_bounds_are_not_exact() -> None:
     assert plan.buckets == 1 and len(plan.objects[0]) == 10
 
 
+def test_plan_of_keyless_samples_has_no_cut() -> None:
+    """Input without the key field: every sampled key is null, so nothing to cut at (the
+    rows are all inserted: null keys match nothing)."""
+    key = PoolKey(("k",), "asc")
+    schema = pa.schema([("k", pa.int64()), ("v", pa.int64())])
+    samples = pa.table({"v": list(range(100)), WEIGHT: [1.0] * 100})
+    plan = plan_buckets([_obj("a", 0, 10)], key, schema, samples, 1000.0, 100)
+    assert plan.buckets == 1 and [o.id for o in plan.objects[0]] == ["a"]
+
+
 def test_plan_of_an_empty_pool_cuts_at_sampled_keys() -> None:
     key = PoolKey(("k",), "asc")
     schema = pa.schema([("k", pa.string())])
@@ -395,6 +405,37 @@ def test_bad_input_changes_nothing_and_raises_the_local_error(
         with pytest.raises(error) as spark_err:
             spark_upsert(spark, remote, sources, delete_when=when)
         assert str(spark_err.value) == str(local_err.value)
+    assert remote.tip() == tip
+    assert {i.key for i in remote.store.list(f"pools/{remote.id}/data/")} == files
+
+
+@pytest.mark.slow
+def test_strict_pools_refuse_as_the_local_path_does(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    """Under schema mode strict, input without the pool key (MissingKeyError: before any work
+    when the field is missing, after the tasks ran when it is null in every row, their objects
+    then removed) and a new column (SchemaModeError, before any work) are refused with the
+    local path's errors, and nothing changes."""
+    strict = []
+    for name in ("local", "spark"):
+        pool = lake.create_pool(name, "k:asc", schema_mode="strict")
+        pool.load([pa.table({"k": [1, 2, 3], "v": [1, 2, 3]})])
+        strict.append(pool)
+    local, remote = strict
+    keyless = tmp_path / "keyless.ndjson"
+    keyless.write_text("".join(json.dumps({"v": i}) + "\n" for i in range(5)))
+    nullkey = tmp_path / "nullkey.ndjson"  # the key field is there, null in every row
+    nullkey.write_text("".join(json.dumps({"k": None, "v": i}) + "\n" for i in range(5)))
+    wider = tmp_path / "wider.ndjson"
+    wider.write_text(json.dumps({"k": 1, "v": 1, "extra": "x"}) + "\n")
+    tip = remote.tip()
+    files = {i.key for i in remote.store.list(f"pools/{remote.id}/data/")}
+    for src in (keyless, nullkey, wider):
+        with pytest.raises(LakeError) as local_err:
+            local.upsert([src])
+        with pytest.raises(LakeError) as spark_err:
+            spark_upsert(spark, remote, [src])
+        assert type(spark_err.value) is type(local_err.value)
+        assert str(spark_err.value) == str(local_err.value).replace("pool local", "pool spark")
     assert remote.tip() == tip
     assert {i.key for i in remote.store.list(f"pools/{remote.id}/data/")} == files
 
