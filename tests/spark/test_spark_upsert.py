@@ -410,6 +410,29 @@ def test_bad_input_changes_nothing_and_raises_the_local_error(
 
 
 @pytest.mark.slow
+def test_an_upsert_on_a_branch_with_a_transaction(spark: Any, lake: Lake, tmp_path: Path) -> None:
+    """On a branch only that branch moves; its application transaction is recorded, and the
+    same transaction again is refused before any work (TxnCommittedError), nothing changed."""
+    from lake_core.errors import TxnCommittedError
+    from lake_core.txn import Txn
+
+    _, pool = _twin_pools(lake)
+    pool.create_branch("dev")
+    main_tip = pool.tip()
+    src = tmp_path / "dev.ndjson"
+    src.write_text("".join(json.dumps({"k": i, "v": -1}) + "\n" for i in range(0, 100, 2)))
+    got = spark_upsert(spark, pool, [src], "dev", txn=Txn("feed", 1))
+    assert got.commit is not None and got.updated == 50 and got.inserted == 0
+    assert pool.tip() == main_tip and pool.tip("dev") == got.commit.id
+    assert pool.snapshot(got.commit.id).txns == {"feed": 1}
+    with pytest.raises(TxnCommittedError):
+        spark_upsert(spark, pool, [src], "dev", txn=Txn("feed", 1))
+    assert pool.tip("dev") == got.commit.id
+    dev = pool.read("dev").to_pylist()
+    assert sorted(r["v"] for r in dev if r["k"] < 100) == [-1] * 50
+
+
+@pytest.mark.slow
 def test_strict_pools_refuse_as_the_local_path_does(spark: Any, lake: Lake, tmp_path: Path) -> None:
     """Under schema mode strict, input without the pool key (MissingKeyError: before any work
     when the field is missing, after the tasks ran when it is null in every row, their objects
