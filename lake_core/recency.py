@@ -132,6 +132,27 @@ def _read_keyed(
     return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
+def _differing_keys(live: pa.Table, names: tuple[str, ...]) -> pa.Table:
+    """The keys (``names`` columns) of ``live`` holding two or more distinct rows; rows are
+    distinct as SQL's ``DISTINCT`` has it (nulls equal). One hash aggregation: identical
+    duplicates, the common case, cost no per-row bookkeeping."""
+    import duckdb
+
+    def q(n: str) -> str:
+        return '"' + n.replace('"', '""') + '"'
+
+    cols = ", ".join(q(n) for n in names)
+    con = duckdb.connect()
+    try:
+        con.register("live", live)
+        out: pa.Table = con.sql(
+            f"SELECT {cols} FROM (SELECT DISTINCT * FROM live) GROUP BY {cols} HAVING count(*) > 1"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    return out
+
+
 def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[str, ...]) -> Recency:
     """Decide, for each key of ``live`` (the live rows of duplicate named keys, any order,
     conformed to the pool schema) whose rows differ, which row is the newest (see the module
@@ -139,22 +160,16 @@ def resolve_recency(pool: Pool, tip: str | None, live: pa.Table, names: tuple[st
     schema = live.schema
     if live.num_rows == 0:
         return Recency(live)
-    key_ids = group_rows([live.select(list(names))])[0]
-    value_ids = group_rows([live])[0]
-    # Distinct (key, value) pairs; a key with two or more distinct values is open.
-    pairs = np.unique(key_ids * (int(value_ids.max()) + 1) + value_ids)
-    per_key = np.bincount(pairs // (int(value_ids.max()) + 1), minlength=int(key_ids.max()) + 1)
-    is_open = per_key > 1
-    n_open = int(is_open.sum())
-    if n_open == 0:
+    open_keys = _differing_keys(live, names)
+    if open_keys.num_rows == 0:
         return Recency(live.slice(0, 0))
-    in_open = is_open[key_ids]
-    contested = live.filter(pa.array(in_open))
-    c_keys = key_ids[in_open]
-    c_values = value_ids[in_open]
-    key_of_value = np.full(int(value_ids.max()) + 1, -1, dtype=np.int64)
+    contested = rows_with_keys(live, open_keys, names)
+    c_keys = group_rows([contested.select(list(names))])[0]
+    c_values = group_rows([contested])[0]
+    n_open = open_keys.num_rows
+    key_of_value = np.full(int(c_values.max()) + 1, -1, dtype=np.int64)
     key_of_value[c_values] = c_keys
-    winner = np.full(len(per_key), -1, dtype=np.int64)  # key id → winning value id, or -1
+    winner = np.full(n_open, -1, dtype=np.int64)  # key id → winning value id, or -1
     decided_keys = 0
     commits = objects = 0
     pending = contested
