@@ -210,6 +210,14 @@ def prepare(
     check_new_columns(mode, pool.name, base_schema, table.schema, names)
     check_key_present(mode, pool.name, pool.config.key, table, names)
     pool.config.key.check_types(table.schema)
+    return incoming_rows(table, key, delete_when, names)
+
+
+def incoming_rows(table: pa.Table, key: PoolKey, delete_when: str | None, source: str) -> Incoming:
+    """Rows in input order made an upsert's :class:`Incoming`: ``delete_when`` evaluated per
+    row, then the last row per key kept (a row's fate is decided by its key's last row). Both
+    steps are per key, so any split of the input that keeps each key's rows together (Spark's
+    buckets) gives, bucket by bucket, exactly what the whole input gives."""
     delete = np.zeros(table.num_rows, dtype=bool)
     if delete_when is not None:
         # Imported here: the predicate machinery costs a fresh process about 0.2 s (pyarrow
@@ -223,8 +231,7 @@ def prepare(
     kept = last_per_key(table, key)
     if len(kept) < table.num_rows:
         table, delete = table.take(pa.array(kept)), delete[kept]
-    keys = incoming_keys_of(table, key)
-    return Incoming(table, delete, keys, names)
+    return Incoming(table, delete, incoming_keys_of(table, key), source)
 
 
 def incoming_keys_of(table: pa.Table, key: PoolKey) -> KeySet:

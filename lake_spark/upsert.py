@@ -47,7 +47,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from lake_core.committing import discarding_on_failure
@@ -66,17 +65,14 @@ from lake_core.ingest import conform_to, unify_schema
 from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
-from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.snapshot import Snapshot
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.upsert import (
-    Incoming,
     UpsertResult,
     commit_upsert,
-    incoming_keys_of,
-    last_per_key,
+    incoming_rows,
     plan_upsert,
     write_plan,
 )
@@ -104,7 +100,6 @@ if TYPE_CHECKING:
 
 #: Planning attempts: the first plus re-plans after racing commits.
 MAX_ATTEMPTS = 8
-_ORDINAL = "__lake_upsert_ordinal"
 
 
 @dataclass(frozen=True)
@@ -148,23 +143,6 @@ class _Merged:
 
 
 # -- the merge (inside a task) ----------------------------------------------------------------
-
-
-def incoming_rows(rows: pa.Table, key: PoolKey, delete_when: str | None, source: str) -> Incoming:
-    """One bucket's rows (in input order, every column of the input) made what
-    :func:`lake_core.upsert.prepare` makes of a whole input: ``delete_when`` evaluated per
-    row, then the last row per key kept. Both are per key, and a key's rows all reach one
-    bucket, so the buckets together hold exactly what ``prepare`` keeps."""
-    delete = np.zeros(rows.num_rows, dtype=bool)
-    if delete_when is not None:
-        predicate = to_arrow_expression(parse_predicate(delete_when), rows.schema)
-        positions = pa.array(np.arange(rows.num_rows, dtype=np.int64))
-        hits = rows.append_column(_ORDINAL, positions).filter(predicate).column(_ORDINAL)
-        delete[hits.to_numpy()] = True
-    kept = last_per_key(rows, key)
-    if len(kept) < rows.num_rows:
-        rows, delete = rows.take(pa.array(kept)), delete[kept]
-    return Incoming(rows, delete, incoming_keys_of(rows, key), source)
 
 
 def merge_bucket(
