@@ -1,9 +1,12 @@
 """Commit objects: immutable records of one change to a branch.
 
 A commit names its parent (None for a pool's first commit), its author, date, message, free
-JSON ``meta``, and its actions: ``Add`` (an object joins the live set) and ``Delete`` (an object
-leaves it; the commit's date is the object's tombstone time). The action list is open to later
-kinds (AddIndex/DeleteIndex).
+JSON ``meta``, and its actions: ``Add`` (an object joins the live set), ``Delete`` (an object
+leaves it; the commit's date is the object's tombstone time), ``AddIndex`` (an index object of
+a live data object joins the snapshot, :mod:`lake_core.indexes`) and ``DeleteIndex`` (it leaves).
+
+Format versions: 1 has Add and Delete only; 2 (written now) adds the two index actions. Both
+are read.
 
 Bounded opening: a commit also records where the nearest cached snapshot is. ``snapshot_base``
 is the nearest ancestor whose snapshot is cached and ``chain`` lists the commits strictly
@@ -25,10 +28,11 @@ from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.codec import field as doc_field
 from lake_core.errors import CorruptObjectError
+from lake_core.indexes.meta import IndexMeta
 from lake_core.objects import ObjectMeta
 
 COMMIT_FORMAT = "lakepool.commit"
-COMMIT_VERSION = 1
+COMMIT_VERSION = 2
 #: A commit whose chain back to a cached snapshot would exceed this writes its own snapshot.
 SNAPSHOT_INTERVAL = 32
 #: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied;
@@ -53,7 +57,22 @@ class Delete:
     id: str
 
 
-Action = Add | Delete
+@dataclass(frozen=True)
+class AddIndex:
+    """Index entry ``index`` joins the snapshot (replacing one of the same object and rule)."""
+
+    index: IndexMeta
+
+
+@dataclass(frozen=True)
+class DeleteIndex:
+    """The index entry of data object ``object`` under rule ``rule`` leaves the snapshot."""
+
+    object: str
+    rule: str
+
+
+Action = Add | Delete | AddIndex | DeleteIndex
 
 
 def encode_schema(schema: pa.Schema) -> str:
@@ -89,6 +108,13 @@ class Commit:
     def deletes(self) -> list[str]:
         return [a.id for a in self.actions if isinstance(a, Delete)]
 
+    def index_adds(self) -> list[IndexMeta]:
+        return [a.index for a in self.actions if isinstance(a, AddIndex)]
+
+    def index_deletes(self) -> list[tuple[str, str]]:
+        """``(object, rule)`` of every DeleteIndex action."""
+        return [(a.object, a.rule) for a in self.actions if isinstance(a, DeleteIndex)]
+
     @property
     def rows_added(self) -> int:
         """Rows in the objects this commit added."""
@@ -111,8 +137,12 @@ class Commit:
         for a in self.actions:
             if isinstance(a, Add):
                 out.append({"op": "add", "object": a.object.to_json()})
-            else:
+            elif isinstance(a, Delete):
                 out.append({"op": "delete", "id": a.id})
+            elif isinstance(a, AddIndex):
+                out.append({"op": "add_index", "index": a.index.to_json()})
+            else:
+                out.append({"op": "delete_index", "object": a.object, "rule": a.rule})
         return out
 
     def encode(self) -> bytes:
@@ -145,6 +175,10 @@ class Commit:
                     actions.append(Add(ObjectMeta.from_json(a["object"])))
                 elif a["op"] == "delete":
                     actions.append(Delete(str(a["id"])))
+                elif a["op"] == "add_index":
+                    actions.append(AddIndex(IndexMeta.from_json(a["index"])))
+                elif a["op"] == "delete_index":
+                    actions.append(DeleteIndex(str(a["object"]), str(a["rule"])))
                 else:
                     raise CorruptObjectError(key, f"unknown action {a['op']!r}")
             schema = decode_schema(doc["schema"]) if doc.get("schema") else None

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake_core.commit import SNAPSHOT_INTERVAL, Add, Commit, Delete
+from lake_core.commit import SNAPSHOT_INTERVAL, Add, AddIndex, Commit, Delete, DeleteIndex
 from lake_core.errors import (
     BranchNotFoundError,
     CommitConflictError,
@@ -54,6 +54,7 @@ from lake_core.errors import (
     RetriesExhaustedError,
 )
 from lake_core.ids import new_id
+from lake_core.indexes.meta import IndexMeta
 from lake_core.ingest.schema import unify_schema
 from lake_core.journal import JournalEntry
 from lake_core.keyset import KeySet
@@ -86,7 +87,13 @@ class CommitRequest:
     ``keys`` and ``read_ids`` (an upsert, :mod:`lake_core.upsert`): the keys the request
     changes and the objects its plan read. The request applies only to a parent where every
     live object whose key span meets ``keys`` is one of ``read_ids`` (:func:`check_unread`):
-    otherwise rows with those keys may sit in an object the plan never saw."""
+    otherwise rows with those keys may sit in an object the plan never saw.
+
+    ``index_adds`` and ``index_deletes`` (``(object, rule)``): index entries the commit adds
+    and removes (:mod:`lake_core.indexes`). Against whatever parent it lands on, an added entry
+    whose object is no longer live (a racing compaction took it) or that the parent already
+    holds for the same rule definition is left out, as is a removal of an entry the parent
+    lacks; the index entries of every object the commit deletes are removed with it."""
 
     branch: str
     adds: tuple[ObjectMeta, ...] = ()
@@ -102,10 +109,12 @@ class CommitRequest:
     carried_txns: tuple[Txn, ...] = ()
     keys: KeySet | None = None
     read_ids: frozenset[str] = frozenset()
+    index_adds: tuple[IndexMeta, ...] = ()
+    index_deletes: tuple[tuple[str, str], ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.adds and not self.deletes
+        return not (self.adds or self.deletes or self.index_adds or self.index_deletes)
 
 
 def plan_commit(
@@ -175,6 +184,9 @@ def plan_commit(
         "added": sum(o.count for o in adds),
         "removed": sum(parent.objects[i].count for i in deletes),
     }
+    index_actions = plan_index_actions(request, parent)
+    if not (adds or deletes or index_actions) and request.keys is None:
+        raise EmptyTransactionError("nothing to commit: every index change is in already")
     return Commit(
         id=commit_id,
         parent=parent.commit_id,
@@ -183,7 +195,7 @@ def plan_commit(
         date=date,
         message=request.message,
         meta=request.meta,
-        actions=(*(Delete(i) for i in deletes), *(Add(o) for o in adds)),
+        actions=(*(Delete(i) for i in deletes), *(Add(o) for o in adds), *index_actions),
         schema=schema,
         snapshot_base=None if has_snapshot else base,
         chain=() if has_snapshot else chain,
@@ -195,6 +207,31 @@ def plan_commit(
             "rows": rows,
         },
     )
+
+
+def plan_index_actions(request: CommitRequest, parent: Snapshot) -> list[AddIndex | DeleteIndex]:
+    """The index actions of ``request`` on ``parent`` (see :class:`CommitRequest`): removals
+    first (the deleted objects' entries, then the requested ones the parent holds), then
+    additions for objects live after the commit."""
+    gone = set(request.deletes)
+    out: list[AddIndex | DeleteIndex] = []
+    if parent.indexes:
+        if gone:
+            out.extend(DeleteIndex(o, r) for (o, r) in parent.indexes if o in gone)
+        out.extend(
+            DeleteIndex(o, r)
+            for (o, r) in dict.fromkeys(request.index_deletes)
+            if (o, r) in parent.indexes and o not in gone
+        )
+    added = {o.id for o in request.adds}
+    for meta in request.index_adds:
+        if meta.object not in added and (meta.object not in parent.objects or meta.object in gone):
+            continue  # its object left meanwhile: the index file is an orphan for cleanup
+        held = parent.indexes.get(meta.slot)
+        if held is not None and held.rule_id == meta.rule_id:
+            continue  # a racing ``index apply`` indexed it already
+        out.append(AddIndex(meta))
+    return out
 
 
 def check_unread(parent: Snapshot, keys: KeySet, read_ids: frozenset[str]) -> None:

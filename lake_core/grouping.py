@@ -229,7 +229,7 @@ def _partition(members: list[_Member]) -> tuple[list[_Member], list[_Member]]:
     apps: set[str] = set()
     for m in members:
         r = m.request
-        if r.deletes or r.prune_columns or r.carried_txns or not r.adds:
+        if r.deletes or r.index_deletes or r.prune_columns or r.carried_txns or not r.adds:
             alone.append(m)
             continue
         own = {t.app for t in r.txns}
@@ -268,6 +268,7 @@ def _merge(
     merged = replace(
         first,
         adds=tuple(o for r in requests for o in r.adds),
+        index_adds=tuple(m for r in requests for m in r.index_adds),
         author=", ".join(sorted(authors)),
         message=f"{len(requests)} grouped loads\n" + "\n".join(r.message for r in requests),
         meta={"group": metas},

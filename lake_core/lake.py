@@ -6,6 +6,7 @@ put-if-missing, so two racing ``init``s cannot both succeed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,7 @@ from lake_core.errors import (
     UsageError,
 )
 from lake_core.ids import new_id
+from lake_core.indexes.rules import DEFAULT_FPP, EXACT, IndexRule, rules_for
 from lake_core.layout import LAKE_MARKER
 from lake_core.locks import LockProvider, open_lock_provider
 from lake_core.names import PoolName
@@ -50,6 +52,7 @@ class Lake:
         #: The Olympia catalog at ``<lake>/catalog/``: pools, namespaces, views, index rules.
         self.catalog: Catalog = pools.catalog
         self.registry: PoolRegistry = pools
+        self._pools = pools
 
     @classmethod
     def init(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
@@ -130,7 +133,11 @@ class Lake:
             raise AlreadyExistsError("pool", str(pool_name))
         if self._view_named(pool_name):
             raise AlreadyExistsError("view", str(pool_name))  # likewise, before any write
-        pool = self._open_pool(pool_config)
+        def index_rules() -> tuple[IndexRule, ...]:
+            snap = self._pools.latest()
+            return () if snap is None else rules_for(snap.state, pool_name)
+
+        pool = self._open_pool(pool_config, index_rules)
         # The pool's journal exists before its name does: a reader that finds the name always
         # finds a usable pool. A crash (or a lost race for the name) between the two leaves an
         # unnamed pool directory behind.
@@ -139,8 +146,16 @@ class Lake:
         return pool
 
     def pool(self, name: str) -> Pool:
-        """The pool called ``name``. Raises PoolNotFoundError."""
-        return self._open_pool(self.registry.get(PoolName.parse(name)))
+        """The pool called ``name``, with the index rules that cover it at the same catalog
+        version (read when its first commit adds objects). Raises PoolNotFoundError."""
+        pool_name = PoolName.parse(name)
+        snap = self._pools.latest()
+        config = self._pools.get_at(snap, pool_name)
+
+        def index_rules() -> tuple[IndexRule, ...]:
+            return () if snap is None else rules_for(snap.state, pool_name)
+
+        return self._open_pool(config, index_rules)
 
     def _view_named(self, name: PoolName) -> bool:
         from lake_core.views import get_view
@@ -151,9 +166,11 @@ class Lake:
             return False  # a lake made before its catalog has no views
         return get_view(state, name) is not None
 
-    def _open_pool(self, config: PoolConfig) -> Pool:
+    def _open_pool(
+        self, config: PoolConfig, index_rules: Callable[[], Sequence[IndexRule]] | None = None
+    ) -> Pool:
         if self.config.conditional_writes:
-            return Pool(self.store, config, self.config, locks=self.locks)
+            return Pool(self.store, config, self.config, locks=self.locks, index_rules=index_rules)
         # No conditional writes: every journal append holds the pool's journal lock (Zed's
         # lock-service strategy). Without ZooKeeper that is a file lock: one machine only.
         if self._journal_locks is None:
@@ -163,7 +180,9 @@ class Lake:
         def journal_lock() -> Any:
             return locks.journal_lock(config.id, timeout=120)
 
-        return Pool(self.store, config, self.config, journal_lock, locks=self.locks)
+        return Pool(
+            self.store, config, self.config, journal_lock, locks=self.locks, index_rules=index_rules
+        )
 
     def pools(self) -> list[PoolConfig]:
         return self.registry.list()
@@ -185,6 +204,63 @@ class Lake:
     def drop_pool(self, name: str) -> PoolConfig:
         """Remove ``name`` from the registry; its files stay until cleanup."""
         return self.registry.drop(PoolName.parse(name))
+
+    # -- index rules (lake_core.indexes) -------------------------------------------------------
+
+    def create_index_rule(
+        self,
+        name: str,
+        field: str,
+        kind: str = EXACT,
+        *,
+        fpp: float = DEFAULT_FPP,
+        pools: Sequence[str] = (),
+    ) -> tuple[IndexRule, int]:
+        """Create index rule ``name`` (``NS.RULE``: it covers pools of namespace NS, or only
+        ``pools`` of it) on top-level ``field``; returns the rule and the catalog version.
+        Loads and compactions of covered pools index their new objects from then on; ``lake
+        index apply`` indexes existing ones. Refused, changing nothing: a bad name, kind or
+        rate, a rule of that name, a listed pool that does not exist, or ``field`` of a type
+        indexes do not cover in a covered pool's schema (UsageError)."""
+        from lake_core.indexes.canonical import check_indexable
+        from lake_core.indexes.rules import create_rule, parse_rule_name
+
+        rule_name = parse_rule_name(name)
+        snap = self._pools.latest()
+        configs = [] if snap is None else self._pools.list_at(snap)
+        for config in configs:
+            if config.name.namespace != rule_name.namespace or (
+                pools and config.name.name not in pools
+            ):
+                continue
+            schema = self._open_pool(config).schema()
+            if schema is not None and field in schema.names:
+                check_indexable(schema.field(field))
+        return create_rule(self.catalog, name, field, kind, fpp=fpp, pools=tuple(pools))
+
+    def drop_index_rule(self, name: str) -> tuple[IndexRule | None, int]:
+        """Drop index rule ``name``; returns it and the catalog version. New objects are no
+        longer indexed by it; entries already committed stay until ``lake index apply
+        --remove`` (or their objects go). Raises NotFoundError."""
+        from lake_core.indexes.rules import drop_rule
+
+        return drop_rule(self.catalog, name)
+
+    def index_rules(self) -> list[IndexRule]:
+        """Every usable index rule of the latest catalog version, by namespace and name."""
+        from lake_core.indexes.rules import rules_in
+
+        snap = self._pools.latest()
+        return [] if snap is None else rules_in(snap.state)
+
+    def index_rule(self, name: str) -> IndexRule:
+        """Index rule ``name``; NotFoundError if there is none."""
+        from lake_core.indexes.rules import find_rule
+
+        snap = self._pools.latest()
+        if snap is None:
+            raise NotFoundError("index rule", name)
+        return find_rule(snap.state, name)
 
     # -- views and metadata tables (lake_core.views, lake_core.introspection) -------------------
 

@@ -15,7 +15,7 @@ file                key                                                 made by
 lake marker         ``lake.json``                                       :data:`LAKE_MARKER`
 catalog             ``catalog/`` + a catalog path (table below)         :class:`CatalogLayout`
 data object         ``pools/<pool>/data/<object>.parquet``              :meth:`PoolLayout.data`
-index object        ``pools/<pool>/index/<object>-<rule>.parquet``      :meth:`PoolLayout.index`
+index object        ``pools/<pool>/index/<object>-<rule>-<index>.parquet`` :meth:`PoolLayout.index`
 commit object       ``pools/<pool>/commits/<commit>.json``              :meth:`PoolLayout.commit`
 cached snapshot     ``pools/<pool>/commits/<commit>.snap``              ``PoolLayout.snapshot``
 journal entry       ``pools/<pool>/branches/<n>.json`` (n = 1, 2, …)    :meth:`JournalLayout.entry`
@@ -25,7 +25,9 @@ purge record        ``pools/<pool>/purged/<commit>.json``               ``PoolLa
 vacated-ids record  ``pools/<pool>/history/vacated-<record>.ids``       ``PoolLayout.vacated``
 ==================  ==================================================  ======================
 
-Index objects are reserved for search indexes (a later issue); nothing writes them yet.
+An index object's name holds its data object, the id of its rule's definition and its own
+KSUID (:mod:`lake_core.indexes`): each build writes a new file, so two racing builds never
+collide, and cleanup ages an unreferenced one by its KSUID as it does data.
 
 Catalog paths are relative to the catalog's root: ``catalog/`` in a lake, the destination's
 root for an exported catalog. The tree and the definition files store these relative paths,
@@ -149,25 +151,27 @@ class PoolLayout:
         """The object id of a data object's key, else None."""
         return _leaf(key, self.data_dir, _DATA_SUFFIX)
 
-    # index objects (reserved: search indexes, a later issue)
+    # index objects (search indexes, :mod:`lake_core.indexes`)
 
     @property
     def index_dir(self) -> str:
         return f"{self.root}index/"
 
-    def index(self, object_id: str, rule: str) -> str:
-        """Where the index of data object ``object_id`` under index rule ``rule`` will live."""
-        if "-" in object_id:
-            raise ValueError(f"an object id has no '-': {object_id!r}")
-        return f"{self.index_dir}{object_id}-{rule}{_INDEX_SUFFIX}"
+    def index(self, object_id: str, rule_id: str, index_id: str) -> str:
+        """Where index object ``index_id`` of data object ``object_id`` under the rule whose
+        definition is ``rule_id`` lives. None of the three holds a '-'."""
+        for part in (object_id, rule_id, index_id):
+            if "-" in part or not part:
+                raise ValueError(f"an id is not empty and has no '-': {part!r}")
+        return f"{self.index_dir}{object_id}-{rule_id}-{index_id}{_INDEX_SUFFIX}"
 
-    def parse_index(self, key: str) -> tuple[str, str] | None:
-        """``(object id, rule)`` of an index object's key, else None."""
+    def parse_index(self, key: str) -> tuple[str, str, str] | None:
+        """``(object id, rule id, index id)`` of an index object's key, else None."""
         name = _leaf(key, self.index_dir, _INDEX_SUFFIX)
         if name is None:
             return None
-        object_id, dash, rule = name.partition("-")
-        return (object_id, rule) if dash and object_id and rule else None
+        parts = name.split("-")
+        return (parts[0], parts[1], parts[2]) if len(parts) == 3 and all(parts) else None
 
     # commits and their cached snapshots
 

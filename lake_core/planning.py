@@ -8,11 +8,12 @@ same way everywhere.
 
 Pruning is a list of :class:`Pruner` rules, applied in order. Each may veto whole objects
 (from the snapshot's metadata, before anything is read) and row groups (from an opened
-object's footer, decided lazily when the engine opens it). Today there is one rule,
-:class:`StatsPruner` (min/max/null counts of the commit and of Parquet's row groups). Search
-indexes (issue 15) and OTree cubes or sampling (issue 16) plug in as further rules in this same
-list; each keeps its own counters (:attr:`ReadPlan.pruned`), so a plan can say which rule
-skipped what.
+object's footer, decided lazily when the engine opens it). :class:`StatsPruner` (min/max/null
+counts of the commit and of Parquet's row groups) is the first; search indexes
+(:class:`lake_core.indexes.pruner.IndexPruner`) the second; OTree cubes or sampling (issue 16)
+plug in as further rules in this same list, which :func:`lake_core.indexes.pruner.read_pruners`
+assembles for every engine. Each keeps its own counters (:attr:`ReadPlan.pruned`), so a plan
+can say which rule skipped what.
 
 Invariants:
 
@@ -66,6 +67,10 @@ __all__ = [
 ]
 
 
+#: The name of the search-index rule, whose counts :class:`ReadStats` reports.
+INDEX_RULE = "index"
+
+
 @dataclass
 class ReadStats:
     """What a read read, as ``lake query --stats`` prints it (per pool)."""
@@ -75,9 +80,13 @@ class ReadStats:
     row_groups_read: int = 0
     rows_read: int = 0
     bytes_read: int = 0
+    #: What a search index vetoed (:mod:`lake_core.indexes.pruner`); None (and left out of
+    #: :meth:`to_json`) when no index took part in the plan.
+    index_objects_pruned: int | None = None
+    index_row_groups_pruned: int | None = None
 
     def to_json(self) -> dict[str, int]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass
@@ -146,6 +155,11 @@ class Pruner:
         """A vectorised pre-filter: the objects that may survive :meth:`keep_object`, or None
         to test every object. Must never drop an object :meth:`keep_object` would keep."""
         return None
+
+    def prepare(self, objects: Sequence[ObjectMeta]) -> None:
+        """Called once with the objects that reached this rule, before :meth:`keep_object` is
+        asked about each: a rule that must fetch something per object (an index) fetches it
+        here, in parallel."""
 
     def keep_object(self, obj: ObjectMeta) -> bool:
         """False vetoes the object (nothing of it is read)."""
@@ -216,6 +230,8 @@ class ReadPlan:
             for rule in self.pruners:
                 if not rule.keep_row_group(view):
                     self.pruned[rule.name].row_groups += 1
+                    if rule.name == INDEX_RULE and self.stats.index_row_groups_pruned is not None:
+                        self.stats.index_row_groups_pruned += 1
                     break
             else:
                 kept.append(rg)
@@ -268,14 +284,15 @@ def plan_read(
                 pruned[rule.name].objects += len(objects) - len(picked)
                 pool = picked
                 break
-    chosen = []
-    for obj in pool:
-        for rule in pruners:
-            if not rule.keep_object(obj):
-                pruned[rule.name].objects += 1
-                break
-        else:
-            chosen.append(obj)
+    chosen = list(pool)
+    for rule in pruners:  # each rule sees what the rules before it kept, in snapshot order
+        rule.prepare(chosen)
+        kept = [obj for obj in chosen if rule.keep_object(obj)]
+        pruned[rule.name].objects += len(chosen) - len(kept)
+        chosen = kept
+    if INDEX_RULE in pruned:
+        stats.index_objects_pruned = pruned[INDEX_RULE].objects
+        stats.index_row_groups_pruned = 0
     return ReadPlan(schema, predicate, chosen, pruners, stats, pruned)
 
 

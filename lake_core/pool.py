@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from lake_core.dedupe import DedupeResult
     from lake_core.diff import SnapshotDiff
     from lake_core.grouping import GroupCommitter
+    from lake_core.indexes.meta import IndexMeta
+    from lake_core.indexes.rules import IndexRule
     from lake_core.integrity import Verdict
     from lake_core.loading import Source, Staged
     from lake_core.locks import LockHandle, LockProvider
@@ -131,6 +133,7 @@ class Pool:
         lake_config: LakeConfig,
         journal_lock: Callable[[], AbstractContextManager[Any]] | None = None,
         locks: Callable[[], LockProvider] | None = None,
+        index_rules: Callable[[], Sequence[IndexRule]] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -145,10 +148,21 @@ class Pool:
         self._locks = locks
         self._group: GroupCommitter | None = None
         self._group_lock = threading.Lock()
+        self._index_rules_source = index_rules
+        self._index_rules: tuple[IndexRule, ...] | None = None
 
     @property
     def id(self) -> str:
         return self.config.id
+
+    @property
+    def index_rules(self) -> tuple[IndexRule, ...]:
+        """The index rules covering this pool, from the catalog version it was opened at (read
+        once, when first needed; a pool opened without a lake has none)."""
+        if self._index_rules is None:
+            source = self._index_rules_source
+            self._index_rules = tuple(source()) if source is not None else ()
+        return self._index_rules
 
     @property
     def partition_spec(self) -> PartitionSpec | None:
@@ -524,6 +538,9 @@ class Pool:
         group: bool = False,
         keys: KeySet | None = None,
         read_ids: Sequence[str] = (),
+        index_adds: Sequence[IndexMeta] = (),
+        index_deletes: Sequence[tuple[str, str]] = (),
+        index: bool = True,
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
@@ -538,7 +555,26 @@ class Pool:
         (:meth:`group_committer`); the returned commit then holds theirs too. ``keys`` and
         ``read_ids``: an upsert's changed keys and the objects its plan read; the commit
         conflicts with a live object it did not read that meets the keys
-        (:func:`lake_core.committing.check_unread`). Never grouped."""
+        (:func:`lake_core.committing.check_unread`). Never grouped. ``index_adds`` and
+        ``index_deletes``: index entries to add and ``(object, rule)`` entries to remove
+        (``lake index apply``); with ``index`` (the default) every added object is first indexed
+        under the rules covering the pool (:mod:`lake_core.indexes.building`), so the commit
+        adds its index entries with it."""
+        built: list[IndexMeta] = list(index_adds)
+        if index and adds and self.index_rules:
+            from lake_core.indexes.building import build_indexes
+
+            built.extend(
+                build_indexes(
+                    self.store,
+                    self.id,
+                    self.name,
+                    adds,
+                    self.index_rules,
+                    self.clock,
+                    batch=durable_first,
+                )
+            )
         request = CommitRequest(
             branch,
             tuple(adds),
@@ -554,6 +590,8 @@ class Pool:
             tuple(carried_txns),
             keys,
             frozenset(read_ids),
+            tuple(built),
+            tuple(index_deletes),
         )
         if group and keys is None:
             return self.group_committer().commit(request, guard, durable_first)

@@ -62,22 +62,27 @@ class OpenObject:
         return self.file.metadata
 
 
+def open_source(store: ObjectStore, key: str, size: int | None = None) -> Any:
+    """A random-access Arrow file over ``key``: memory-mapped on local disk, ranged GETs (read
+    ahead 256 KiB) on S3, so a Parquet reader fetches the footer and the column chunks it
+    reads, not the whole object. ``size`` saves a HEAD. Raises ObjectNotFoundError."""
+    path = store.local_path(key)
+    if path is not None:
+        try:
+            return pa.memory_map(path, "r")
+        except FileNotFoundError:
+            raise ObjectNotFoundError(key) from None
+    if size is None:
+        size = store.head(key).size
+    raw = _RangedRawFile(store, key, size)
+    return pa.PythonFile(io.BufferedReader(raw, buffer_size=256 * 1024), mode="r")
+
+
 def open_object(store: ObjectStore, key: str, size: int | None = None) -> OpenObject:
     """Open data object ``key``. Raises ObjectNotFoundError (e.g. purged or cleaned up) or
     CorruptObjectError (not a readable Parquet file)."""
-    path = store.local_path(key)
     try:
-        if path is not None:
-            try:
-                source: Any = pa.memory_map(path, "r")
-            except FileNotFoundError:
-                raise ObjectNotFoundError(key) from None
-        else:
-            if size is None:
-                size = store.head(key).size
-            raw = _RangedRawFile(store, key, size)
-            source = pa.PythonFile(io.BufferedReader(raw, buffer_size=256 * 1024), mode="r")
-        return OpenObject(key, pq.ParquetFile(source))
+        return OpenObject(key, pq.ParquetFile(open_source(store, key, size)))
     except (pa.ArrowInvalid, OSError) as e:
         if isinstance(e, (ObjectNotFoundError,)):
             raise

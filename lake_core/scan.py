@@ -33,6 +33,7 @@ from lake_core.integrity import open_verified
 from lake_core.objects import ObjectMeta
 from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
+from lake_core.pruners import read_pruners
 from lake_core.purge_records import purged_by
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import ObjectStore
@@ -82,7 +83,8 @@ class Scan:
         else:
             self.out_schema = self.pool_schema
         #: The planner's decision: which objects to open, which row groups to read.
-        self.plan = plan_read(snapshot, key, self.expr, schema=self.pool_schema)
+        pruners = read_pruners(snapshot, key, self.expr, self.pool_schema, store, pool_id)
+        self.plan = plan_read(snapshot, key, self.expr, schema=self.pool_schema, pruners=pruners)
         self.stats: ReadStats = self.plan.stats
         self.objects: list[ObjectMeta] = self.plan.objects
 

@@ -12,6 +12,8 @@ Cached snapshot formats (``SNAPSHOT_VERSION``):
   per-column stats as columns (:mod:`lake_core.live`); the commit id, depth, pool schema and
   transactions are a JSON header in the schema metadata under ``lakepool.snapshot``. Decoding
   reads the arrays only; ObjectMeta are built when something iterates the objects' values.
+- 3 (written now): version 2 plus the snapshot's index entries (:mod:`lake_core.indexes`) as
+  ``indexes`` in the header. A version-2 snapshot has none.
 
 Either format is only a cache of what the commits say: a cached snapshot that does not decode
 makes the pool replay from further back (``Pool.snapshot``), never unreadable.
@@ -31,15 +33,24 @@ import pyarrow.compute as pc
 
 from lake_core.clock import parse_iso, to_iso
 from lake_core.codec import decode_doc, encode_doc
-from lake_core.commit import Add, Commit, Delete, decode_schema, encode_schema
+from lake_core.commit import (
+    Add,
+    AddIndex,
+    Commit,
+    Delete,
+    DeleteIndex,
+    decode_schema,
+    encode_schema,
+)
 from lake_core.errors import CommitConflictError, CorruptObjectError
+from lake_core.indexes.meta import IndexMeta
 from lake_core.live import LiveObjects
 from lake_core.objects import ObjectMeta
 from lake_core.txn import apply_txns
 
 SNAPSHOT_FORMAT = "lakepool.snapshot"
 #: The version written; every version up to it is read (see the module docstring).
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3
 #: The last JSON version.
 SNAPSHOT_JSON_VERSION = 1
 _ARROW_MAGIC = b"ARROW1"
@@ -52,7 +63,8 @@ class Snapshot:
     (None: the empty pool before its first commit). ``txns``: application id -> highest
     transaction version committed on this lineage (:mod:`lake_core.txn`), unexpired;
     ``txn_dates``: the date of the commit that recorded each (ids from snapshots written
-    before dates have none until the next commit that rebuilds the map)."""
+    before dates have none until the next commit that rebuilds the map). ``indexes``: the
+    index entries, keyed by ``(object id, rule name)``; every one names a live object."""
 
     commit_id: str | None = None
     depth: int = 0
@@ -60,9 +72,16 @@ class Snapshot:
     schema: pa.Schema | None = None
     txns: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     txn_dates: Mapping[str, datetime] = field(default_factory=lambda: MappingProxyType({}))
+    indexes: Mapping[tuple[str, str], IndexMeta] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+    def indexes_of(self, object_id: str) -> list[IndexMeta]:
+        """The index entries of one object."""
+        return [m for (oid, _), m in self.indexes.items() if oid == object_id]
 
     def encode(self) -> bytes:
-        """The cached form (format version 2: Arrow IPC, see the module docstring)."""
+        """The cached form (format version 3: Arrow IPC, see the module docstring)."""
         header: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
             "version": SNAPSHOT_VERSION,
@@ -71,6 +90,7 @@ class Snapshot:
             "schema": encode_schema(self.schema) if self.schema is not None else None,
             "txns": dict(self.txns),
             "txn_dates": {k: to_iso(v) for k, v in self.txn_dates.items()},
+            "indexes": [m.to_json() for m in self.indexes.values()],
         }
         table = LiveObjects.of(self.objects).table()
         table = table.replace_schema_metadata({_HEADER_KEY: json.dumps(header).encode()})
@@ -127,6 +147,7 @@ class Snapshot:
             schema = decode_schema(doc["schema"]) if doc.get("schema") else None
             txns = {str(k): int(v) for k, v in (doc.get("txns") or {}).items()}
             dates = {str(k): parse_iso(str(v)) for k, v in (doc.get("txn_dates") or {}).items()}
+            metas = [IndexMeta.from_json(m) for m in doc.get("indexes") or []]
             return cls(
                 doc.get("commit"),
                 int(doc["depth"]),
@@ -134,6 +155,7 @@ class Snapshot:
                 schema,
                 MappingProxyType(txns),
                 MappingProxyType(dates),
+                MappingProxyType({m.slot: m for m in metas}),
             )
         except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
             raise CorruptObjectError(key, f"malformed snapshot ({type(e).__name__})") from None
@@ -201,7 +223,11 @@ def apply_commit(
     live = LiveObjects.of(snapshot.objects)
     deletes: dict[str, None] = {}  # ordered, with O(1) membership
     adds: dict[str, ObjectMeta] = {}
+    index_changes: list[AddIndex | DeleteIndex] = []
     for action in commit.actions:
+        if isinstance(action, AddIndex | DeleteIndex):
+            index_changes.append(action)
+            continue
         if isinstance(action, Delete):
             if action.id in adds:
                 del adds[action.id]
@@ -217,6 +243,7 @@ def apply_commit(
                 raise CommitConflictError(f"commit {commit.id} adds object {oid} twice")
             adds[oid] = action.object
     objects = live.applied(deletes, adds.values())
+    indexes = _apply_indexes(snapshot.indexes, commit, deletes, index_changes, objects)
     if commit.has_snapshot:
         # This commit's snapshot is cached: fold the overlay so a long run of commits in one
         # process keeps it bounded by SNAPSHOT_INTERVAL.
@@ -230,4 +257,33 @@ def apply_commit(
         rebuild=commit.has_snapshot,
         retention=txn_retention,
     )
-    return Snapshot(commit.id, commit.depth, objects, schema, txns, dates)
+    return Snapshot(commit.id, commit.depth, objects, schema, txns, dates, indexes)
+
+
+def _apply_indexes(
+    current: Mapping[tuple[str, str], IndexMeta],
+    commit: Commit,
+    deletes: Mapping[str, None],
+    changes: list[AddIndex | DeleteIndex],
+    live: Mapping[str, ObjectMeta],
+) -> Mapping[tuple[str, str], IndexMeta]:
+    """The index entries after ``commit``: a deleted object's entries go with it (whether or
+    not the commit says DeleteIndex for them: a commit planned before a racing ``index apply``
+    landed cannot name that entry), DeleteIndex removes an entry if present, AddIndex sets one
+    (replacing that object's entry under the same rule). Shares ``current`` when nothing
+    changes, so the common commit copies nothing. CommitConflictError: an AddIndex for an
+    object not live after the commit."""
+    if not changes and not (current and deletes):
+        return current
+    out = {slot: m for slot, m in current.items() if slot[0] not in deletes}
+    for change in changes:
+        if isinstance(change, DeleteIndex):
+            out.pop((change.object, change.rule), None)
+        else:
+            meta = change.index
+            if meta.object not in live:
+                raise CommitConflictError(
+                    f"commit {commit.id} indexes object {meta.object}, which is not live"
+                )
+            out[meta.slot] = meta
+    return MappingProxyType(out)

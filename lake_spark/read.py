@@ -25,11 +25,12 @@ import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lake_core.errors import UsageError
+from lake_core.indexes.meta import IndexMeta
 from lake_core.layout import LAKE_MARKER
 from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
@@ -101,8 +102,18 @@ def _read_objects(
         store = task_store(uri)
         for batch in batches:
             for text in batch.column("meta").to_pylist():
-                obj = ObjectMeta.from_json(json.loads(str(text)))
-                snap = Snapshot(None, 0, MappingProxyType({obj.id: obj}), schema)
+                doc = json.loads(str(text))
+                obj = ObjectMeta.from_json(doc["object"])
+                # The object's index entries ride along: the task prunes its row groups by
+                # them as the driver pruned objects (lake_core.indexes.pruner).
+                indexes = {m.slot: m for m in map(IndexMeta.from_json, doc["indexes"])}
+                snap = Snapshot(
+                    None,
+                    0,
+                    MappingProxyType({obj.id: obj}),
+                    schema,
+                    indexes=MappingProxyType(indexes),
+                )
                 scan = Scan(store, pool_id, key, snap, where, columns)
                 yield from scan.batches()
                 if counters is not None:
@@ -146,7 +157,13 @@ def spark_read(
         if scan.expr is not None:
             df = df.where(spark_predicate(scan.expr, scan.pool_schema))
         return df.select(*[f"`{n.replace('`', '``')}`" for n in out.names])
-    metas = [(json.dumps(o.to_json()),) for o in sorted(scan.objects, key=lambda o: o.id)]
+    by_object: dict[str, list[dict[str, Any]]] = {}
+    for m in scan.snapshot.indexes.values():
+        by_object.setdefault(m.object, []).append(m.to_json())
+    metas = [
+        (json.dumps({"object": o.to_json(), "indexes": by_object.get(o.id, [])}),)
+        for o in sorted(scan.objects, key=lambda o: o.id)
+    ]
     slices = min(len(metas), 4 * spark.sparkContext.defaultParallelism)
     ids = spark.createDataFrame(spark.sparkContext.parallelize(metas, slices), "meta string")
     return ids.mapInArrow(

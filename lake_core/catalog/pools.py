@@ -105,21 +105,26 @@ class CatalogPoolRegistry(PoolRegistry):
     def __init__(self, store: ObjectStore, config: LakeConfig, catalog: Catalog | None = None):
         self.catalog = catalog or Catalog.for_lake(store, config)
 
-    def _latest(self) -> CatalogSnapshot | None:
+    def latest(self) -> CatalogSnapshot | None:
+        """The latest catalog version (None: a lake made before its catalog)."""
         try:
             return self.catalog.snapshot()
         except NotFoundError:
             return None  # a lake made before its catalog: no pools yet
 
     def get(self, name: PoolName) -> PoolConfig:
-        snap = self._latest()
+        return self.get_at(self.latest(), name)
+
+    @staticmethod
+    def get_at(snap: CatalogSnapshot | None, name: PoolName) -> PoolConfig:
+        """Pool ``name`` at one catalog version. Raises PoolNotFoundError."""
         definition = None if snap is None else snap.state.pool(name.namespace, name.name)
         if definition is None:
             raise PoolNotFoundError(str(name))
         return pool_config_of(ObjectRef(objects_pb2.TABLE, name.namespace, name.name), definition)
 
     def list(self) -> list[PoolConfig]:
-        snap = self._latest()
+        snap = self.latest()
         return [] if snap is None else self.list_at(snap)
 
     @staticmethod

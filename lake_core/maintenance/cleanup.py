@@ -24,7 +24,11 @@ What goes:
 - **journal entries** below the journal TAIL except entry TAIL-1, which readers fall back to
   when the HEAD hint is stale;
 - **temp files** (``.tmp-*``) of writers killed mid-write on local disk, older than the minimum
-  orphan age.
+  orphan age;
+- **index objects** (:mod:`lake_core.indexes`) that no retained commit adds and no counted tail's
+  snapshot holds, by the same ages as data: past the grace period from the latest commit known
+  to add one, past the minimum orphan age when no commit names it (a build whose commit never
+  landed, or one still in flight).
 
 Staging documents are never removed, nor purge records, nor anything outside the pool.
 
@@ -122,6 +126,8 @@ class CleanupResult:
     journal_entries_bytes: int = 0
     temp_files: int = 0
     temp_files_bytes: int = 0
+    index_files: int = 0
+    index_files_bytes: int = 0
     pending: int = 0
     pending_bytes: int = 0
     held: int = 0
@@ -136,6 +142,7 @@ class CleanupResult:
         "snapshots",
         "journal_entries",
         "temp_files",
+        "index_files",
     )
 
     @property
@@ -173,6 +180,7 @@ class _Inventory:
     snaps: dict[str, ObjectInfo] = field(default_factory=dict)  # commit id → its .snap
     entries: dict[int, ObjectInfo] = field(default_factory=dict)  # journal entry n → info
     temps: list[ObjectInfo] = field(default_factory=list)
+    indexes: dict[str, ObjectInfo] = field(default_factory=dict)  # index id → its file
 
 
 @dataclass
@@ -185,6 +193,8 @@ class _History:
     reachable: set[str] = field(default_factory=set)
     staged: set[str] = field(default_factory=set)
     live: set[str] = field(default_factory=set)
+    #: Index object ids a retained commit adds or a counted tail's snapshot holds.
+    indexes: set[str] = field(default_factory=set)
     head: int = -1
 
 
@@ -222,6 +232,10 @@ def _inventory(pool: Pool) -> _Inventory:
             commit_id, kind = layout.parse_snapshot(info.key), inv.snaps
         if commit_id is not None and is_ksuid(commit_id):
             kind[commit_id] = info
+    for info in pool.store.list(layout.index_dir):
+        parsed = layout.parse_index(info.key)
+        if parsed is not None:
+            inv.indexes[parsed[2]] = info
     journal = layout.journal
     for info in pool.store.list(journal.dir):
         n = journal.parse_entry(info.key)
@@ -274,10 +288,13 @@ def _walk(
             known[commit_id] = commit
             history.retained[commit_id] = commit
             history.reachable.update(o.id for o in commit.adds())
+            history.indexes.update(m.id for m in commit.index_adds())
             if commit_id in stops:
                 if commit_id not in history.tails:
                     history.tails.add(commit_id)
-                    history.reachable.update(pool.snapshot(commit_id).objects)
+                    tail = pool.snapshot(commit_id)
+                    history.reachable.update(tail.objects)
+                    history.indexes.update(m.id for m in tail.indexes.values())
                 break
             commit_id = commit.parent
 
@@ -320,9 +337,17 @@ class _Plan:
     commits: list[ObjectInfo] = field(default_factory=list)
     entries: list[ObjectInfo] = field(default_factory=list)
     temps: list[ObjectInfo] = field(default_factory=list)
+    indexes: list[ObjectInfo] = field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.objects or self.commits or self.snapshots or self.entries or self.temps)
+        return not (
+            self.objects
+            or self.commits
+            or self.snapshots
+            or self.entries
+            or self.temps
+            or self.indexes
+        )
 
 
 def _plan(
@@ -409,6 +434,23 @@ def _plan(
         ):
             plan.snapshots.append(info)
 
+    # Index objects no retained commit adds and no counted tail holds: by the same ages as
+    # data (one a known commit added waits out the grace period from that commit; one no
+    # commit names — a build whose commit never landed, or still in flight — the minimum
+    # orphan age). Nothing else refers to an index object, so none outlives its reach.
+    index_refs: dict[str, datetime] = {}
+    for commit in known.values():
+        for meta in commit.index_adds():
+            seen = index_refs.get(meta.id)
+            if seen is None or commit.date > seen:
+                index_refs[meta.id] = commit.date
+    for iid, info in sorted(inv.indexes.items()):
+        if iid in history.indexes:
+            continue
+        limit = cutoff if iid in index_refs else orphan_cutoff
+        if _latest(_mtime(info), _id_time(iid), index_refs.get(iid)) <= limit:
+            plan.indexes.append(info)
+
     # Entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is stale.
     plan.entries = [info for n, info in sorted(inv.entries.items()) if n < journal_tail - 1]
     plan.temps = [info for info in inv.temps if _mtime(info) <= orphan_cutoff]
@@ -460,6 +502,7 @@ def cleanup(
         # still there for the next run.
         for keys in (
             [pool.layout.data(oid) for oid in plan.objects],
+            [i.key for i in plan.indexes],
             [i.key for i in plan.snapshots],
             [i.key for i in plan.commits],
             [i.key for i in plan.entries],
@@ -488,6 +531,8 @@ def cleanup(
         journal_entries_bytes=size(plan.entries),
         temp_files=len(plan.temps),
         temp_files_bytes=size(plan.temps),
+        index_files=len(plan.indexes),
+        index_files_bytes=size(plan.indexes),
         pending=len(plan.pending),
         pending_bytes=size(plan.pending),
         held=len(plan.held),

@@ -36,7 +36,7 @@ def test_pool_keys_are_the_ones_existing_lakes_hold() -> None:
     assert LAKE_MARKER == "lake.json"
     assert layout.root == f"{base}/"
     assert layout.data(OBJ) == f"{base}/data/{OBJ}.parquet"
-    assert layout.index(OBJ, "byname") == f"{base}/index/{OBJ}-byname.parquet"
+    assert layout.index(OBJ, "rule1", "idx1") == f"{base}/index/{OBJ}-rule1-idx1.parquet"
     assert layout.commit(COMMIT) == f"{base}/commits/{COMMIT}.json"
     assert layout.snapshot(COMMIT) == f"{base}/commits/{COMMIT}.snap"
     assert layout.journal.entry(7) == f"{base}/branches/7.json"
@@ -77,7 +77,7 @@ def _pool_kinds(layout: PoolLayout) -> dict[str, tuple[str, Callable[[str], obje
     """kind → (a key of that kind, its parser, what the parser must return)."""
     return {
         "data": (layout.data(OBJ), layout.parse_data, OBJ),
-        "index": (layout.index(OBJ, "by-name"), layout.parse_index, (OBJ, "by-name")),
+        "index": (layout.index(OBJ, "r1", "i1"), layout.parse_index, (OBJ, "r1", "i1")),
         "commit": (layout.commit(COMMIT), layout.parse_commit, COMMIT),
         "snapshot": (layout.snapshot(COMMIT), layout.parse_snapshot, COMMIT),
         "journal entry": (layout.journal.entry(12), layout.journal.parse_entry, 12),
@@ -114,7 +114,7 @@ def test_parsers_refuse_other_pools_nested_paths_and_foreign_names() -> None:
     assert layout.journal.parse_entry(f"{layout.journal.dir}-1.json") is None
     assert layout.journal.parse_entry(f"{layout.journal.dir}007.json") == 7
     with pytest.raises(ValueError):
-        layout.index("has-dash", "r")
+        layout.index("has-dash", "r", "i")
 
 
 def test_journal_layout_takes_any_root() -> None:

@@ -97,12 +97,12 @@ def test_damaged_or_newer_arrow_snapshots_are_refused() -> None:
     with pytest.raises(CorruptObjectError, match="malformed snapshot"):
         Snapshot.decode("k", data[: len(data) // 2])
     table = encode_objects(_odd_objects()).replace_schema_metadata(
-        {b"lakepool.snapshot": b'{"format": "lakepool.snapshot", "version": 3, "depth": 1}'}
+        {b"lakepool.snapshot": b'{"format": "lakepool.snapshot", "version": 4, "depth": 1}'}
     )
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, table.schema) as w:
         w.write_table(table)
-    with pytest.raises(CorruptObjectError, match="version 3 is newer"):
+    with pytest.raises(CorruptObjectError, match="version 4 is newer"):
         Snapshot.decode("k", bytes(sink.getvalue()))
     dup = encode_objects([*_odd_objects(), _odd_objects()[0]]).replace_schema_metadata(
         {b"lakepool.snapshot": b'{"format": "lakepool.snapshot", "version": 2, "depth": 1}'}

@@ -1,0 +1,151 @@
+"""The read planner's index rule: skip objects and row groups an index proves hold none of the
+values a predicate pins a field to.
+
+:func:`lake_core.pruners.read_pruners` puts it in the one list of pruning rules every read
+engine plans with, after the stats rule, when the snapshot holds index entries for a field the
+predicate pins (:mod:`lake_core.indexes.values`).
+
+Soundness (the planner's invariant): an object or row group is vetoed only when an index of
+this snapshot answers that it holds none of the pinned values. Whenever an index cannot answer
+— its file is missing or unreadable, it was built by another hash (:mod:`.hashing`), the
+object's stored type of the field differs from the pool's (a widened column), the literal does
+not cast exactly to the field's type — the object is read as if unindexed. So a read never
+fails, and never loses rows, because of an index.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_core.errors import LakeError
+from lake_core.expr import Expr, ExpressionError
+from lake_core.expr.arrow import coerce_literal, resolve_column
+from lake_core.expr.ast import Column
+from lake_core.indexes.building import index_key
+from lake_core.indexes.meta import IndexMeta
+from lake_core.indexes.values import pinned_values
+from lake_core.objects import ObjectMeta
+from lake_core.planning import INDEX_RULE, Pruner, RowGroupView
+from lake_core.reader import open_source
+
+if TYPE_CHECKING:
+    from lake_core.stores.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+#: Index lookups at once (on S3 each is a footer read and a ranged GET or two).
+LOOKUP_THREADS = 16
+
+
+def lookup_values(predicate: Expr, field: str, schema: pa.Schema) -> pa.Array[Any] | None:
+    """The values ``predicate`` pins ``field`` to, as an array of the field's type in
+    ``schema``; None when it pins none, or a literal does not convert exactly."""
+    pinned = pinned_values(predicate, field)
+    if pinned is None or field not in schema.names:
+        return None
+    target_type = schema.field(field).type
+    try:
+        target = resolve_column(Column((field,)), schema)
+        scalars = [coerce_literal(lit, target) for lit in pinned]
+        parts = [pa.array([s.as_py()], type=s.type).cast(target_type) for s in scalars]
+    except (ExpressionError, pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None  # the stats rule reports a predicate that does not fit the schema
+    if not parts:
+        empty: pa.Array[Any] = pa.array([], type=target_type)
+        return empty
+    joined: pa.Array[Any] = pa.concat_arrays(parts)
+    return joined
+
+
+class IndexPruner(Pruner):
+    """Pruning by the snapshot's index entries (see the module docstring)."""
+
+    name = INDEX_RULE
+
+    def __init__(
+        self,
+        predicate: Expr,
+        schema: pa.Schema,
+        indexes: Mapping[tuple[str, str], IndexMeta],
+        store: ObjectStore,
+        pool_id: str,
+        threads: int = LOOKUP_THREADS,
+    ) -> None:
+        self.store, self.pool_id, self.threads = store, pool_id, threads
+        self.schema = schema
+        fields = {m.field for m in indexes.values()}
+        self.values: dict[str, pa.Array[Any]] = {}
+        for f in sorted(fields):
+            values = lookup_values(predicate, f, schema)
+            if values is not None:
+                self.values[f] = values
+        self.entries: dict[str, list[IndexMeta]] = {}
+        for m in indexes.values():
+            if m.field in self.values:
+                self.entries.setdefault(m.object, []).append(m)
+        #: object id → the row groups that may match (absent: not decided by an index).
+        self.kept: dict[str, frozenset[int]] = {}
+        #: Index objects consulted and their total size (an upper bound of bytes fetched).
+        self.index_objects_read = 0
+        self.index_bytes = 0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.entries)
+
+    def prepare(self, objects: Sequence[ObjectMeta]) -> None:
+        todo = [o for o in objects if o.id in self.entries and o.id not in self.kept]
+        if not todo:
+            return
+        if len(todo) == 1:
+            results = [self._decide(todo[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(todo))) as ex:
+                results = list(ex.map(self._decide, todo))
+        for obj, kept in zip(todo, results, strict=True):
+            if kept is not None:
+                self.kept[obj.id] = kept
+
+    def _decide(self, obj: ObjectMeta) -> frozenset[int] | None:
+        from lake_core.indexes.kinds import index_row_groups
+
+        kept: frozenset[int] | None = None
+        for meta in self.entries[obj.id]:
+            stored = obj.columns.get(meta.field)
+            if stored is None or stored.type != str(self.schema.field(meta.field).type):
+                continue  # the object holds another type of the field: values would not match
+            key = index_key(self.pool_id, meta)
+            try:
+                groups = index_row_groups(
+                    meta.kind, open_source(self.store, key, meta.size), self.values[meta.field]
+                )
+            except (LakeError, OSError, pa.ArrowException) as e:
+                log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
+                continue
+            self.index_objects_read += 1
+            self.index_bytes += meta.size
+            if groups is None:
+                continue
+            kept = groups if kept is None else kept & groups
+        return kept
+
+    def keep_object(self, obj: ObjectMeta) -> bool:
+        kept = self.kept.get(obj.id)
+        return kept is None or bool(kept)
+
+    def keep_row_group(self, group: RowGroupView) -> bool:
+        kept = self.kept.get(group.obj.id)
+        return kept is None or group.index in kept
+
+
+def pruned_counts(rules: Sequence[Pruner]) -> dict[str, Any]:
+    """What the index rule among ``rules`` consulted (for ``--stats``); empty without one."""
+    for rule in rules:
+        if isinstance(rule, IndexPruner):
+            return {"index_objects_read": rule.index_objects_read, "index_bytes": rule.index_bytes}
+    return {}

@@ -1,0 +1,47 @@
+"""The pruning rules every read plans with: the one place read features plug into.
+
+The pyarrow scan (``lake query -p … --where``), DuckDB and Spark (SQL) all call
+:func:`read_pruners` and hand the list to :func:`lake_core.planning.plan_read`, so every engine
+skips exactly the same objects and row groups and ``--stats`` counts the same way. A new read
+feature (OTree cubes, sampling) adds its rule here, after the ones it should not pre-empt:
+rules run in order and each sees only what the rules before it kept.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lake_core.expr import Expr
+from lake_core.indexes.pruner import IndexPruner
+from lake_core.planning import Pruner, StatsPruner
+
+if TYPE_CHECKING:
+    from lake_core.poolkey import PoolKey
+    from lake_core.snapshot import Snapshot
+    from lake_core.stores.base import ObjectStore
+
+
+def read_pruners(
+    snapshot: Snapshot,
+    key: PoolKey,
+    predicate: Expr | None,
+    schema: pa.Schema,
+    store: ObjectStore | None = None,
+    pool_id: str | None = None,
+) -> list[Pruner]:
+    """The pruning rules a read of ``snapshot`` plans with: none without a predicate; the
+    stats rule; the index rule when ``store`` is given and an index entry of the snapshot is
+    on a field the predicate pins."""
+    if predicate is None:
+        return []
+    rules: list[Pruner] = [StatsPruner(predicate, schema, key)]
+    if store is not None and pool_id is not None and snapshot.indexes:
+        index = IndexPruner(predicate, schema, snapshot.indexes, store, pool_id)
+        if index.active:
+            rules.append(index)
+    return rules
+
+
+__all__ = ["read_pruners"]
