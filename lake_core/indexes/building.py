@@ -117,6 +117,7 @@ def _index_object(
             id=new_id(clock),
             size=len(data),
         )
-        target.put_if_missing(index_key(pool_id, meta), data)
+        # A fresh KSUID key: a retry after a lost answer finds its own bytes (success).
+        target.put_if_missing_idempotent(index_key(pool_id, meta), data)
         out.append(meta)
     return out

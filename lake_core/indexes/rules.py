@@ -149,7 +149,8 @@ def create_rule(
             kind,
             fpp,
             tuple(dict.fromkeys(pools)),
-            datetime.now(UTC),
+            # Milliseconds, as the catalog stores it: the rule read back equals this one.
+            datetime.fromtimestamp(catalog.now_millis() / 1000, UTC),
         )
         txn.create_namespace(rule_name.namespace, if_not_exists=True)
         txn.create_index_rule(rule_name.namespace, rule_name.name, rule.definition())
