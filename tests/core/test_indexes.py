@@ -101,7 +101,10 @@ def test_loads_are_indexed_and_lookups_read_one_object(lake: Lake, kind: str) ->
     # A predicate that does not pin the field uses no index and reports none.
     rows, stats = _query(pool, "user >= 'u0999'")
     assert rows == sorted(
-        r for t in tables for r in zip(t["ts"].to_pylist(), t["user"].to_pylist()) if r[1] >= "u0999"
+        r
+        for t in tables
+        for r in zip(t["ts"].to_pylist(), t["user"].to_pylist(), strict=True)
+        if r[1] >= "u0999"
     )
     assert "index_objects_pruned" not in stats
     # SQL prunes through the same step (DuckDB reads the kept row groups).
