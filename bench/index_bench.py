@@ -1,0 +1,233 @@
+"""Search-index benchmark (issue 15): single-value lookups in TPC-H lineitem keyed by
+``l_shipdate``, with an index against the stats-only scan and deltalake's filtered read.
+
+    .venv/bin/python bench/index_bench.py            # sf 1, 3 rounds
+    .venv/bin/python bench/index_bench.py --quick    # smoke run: sf 0.01, 1 round
+
+Setup (outside the clock except the loads): lineitem (``/tmp/li1/lineitem.parquet`` at sf 1 when
+it exists, else tpchgen-cli's output under bench/data), plain strings, sorted by ``l_shipdate``.
+
+- ``stats-only``: a pool keyed ``l_shipdate:asc``, no index rule;
+- ``exact(l_partkey)``: the same with an ``exact`` rule on ``l_partkey`` (200,000 distinct
+  values per sf, each in about 30 rows scattered over the years);
+- ``bloom(l_comment)``: the same with a ``bloom`` rule on ``l_comment`` (nearly every value
+  distinct: the high-cardinality text case) at the default 1% false-positive rate;
+- ``deltalake``: ``write_deltalake`` of the same sorted rows; lookups with
+  ``DeltaTable.to_pyarrow_table(filters=[(col, "=", v)])`` (its file statistics prune files;
+  delta-rs keeps no index).
+
+Load time: each pool's load (one ``Pool.load`` of the whole table, the index built in the same
+commit), medians over rounds; the overhead is the indexed load over the stats-only load.
+Index bytes: the index objects' total size over the data objects'. Lookups: ``--lookups``
+existing values of each column (and as many absent ones), every side reading every column of
+the matching rows; per lookup the wall time (median over rounds) and, for lakepool, the bytes
+of the row groups read (``--stats``' ``bytes_read``: column chunks of the rows groups opened,
+compressed) — the same scan on the stats-only pool gives the ratio. Prints one markdown section
+(progress on stderr) and the raw numbers to ``bench/out/index-sf<SF>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from bench.workloads import lineitem_path, plain_strings, settle  # noqa: E402
+from lake_core import Lake  # noqa: E402
+
+OUT = ROOT / "bench" / "out"
+KEY = "l_shipdate:asc"
+PREBUILT_SF1 = Path("/tmp/li1/lineitem.parquet")
+#: (side, column, kind) of every lakepool pool; kind None: no rule.
+POOLS = (
+    ("stats-only", None, None),
+    ("exact(l_partkey)", "l_partkey", "exact"),
+    ("bloom(l_comment)", "l_comment", "bloom"),
+)
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def base_table(sf: float) -> pa.Table:
+    path = PREBUILT_SF1 if sf == 1 and PREBUILT_SF1.exists() else lineitem_path(sf)
+    return plain_strings(pq.read_table(path)).sort_by([("l_shipdate", "ascending")])
+
+
+def _literal(v: Any) -> str:
+    return "'" + v.replace("'", "''") + "'" if isinstance(v, str) else str(v)
+
+
+def lookup_values(table: pa.Table, column: str, n: int, seed: int = 15) -> list[tuple[Any, bool]]:
+    """``n`` values the column holds and ``n`` it does not, as (value, present)."""
+    rng = np.random.default_rng(seed)
+    col = table.column(column)
+    present = [col[int(i)].as_py() for i in rng.choice(table.num_rows, n, replace=False)]
+    if pa.types.is_integer(col.type):
+        top = int(np.max(col.to_numpy()))
+        absent: list[Any] = [top + 1 + i for i in range(n)]
+    else:
+        absent = [f"{v} (absent)" for v in present]
+    return [(v, True) for v in present] + [(v, False) for v in absent]
+
+
+def load_pool(root: Path, name: str, column: str | None, kind: str | None, table: pa.Table) -> float:
+    lake = Lake.init(str(root / name))
+    lake.create_pool("lineitem", KEY)
+    if column is not None and kind is not None:
+        lake.create_index_rule("ix", column, kind)
+    pool = lake.pool("lineitem")
+    settle()
+    t0 = time.perf_counter()
+    pool.load(table)
+    return time.perf_counter() - t0
+
+
+def sizes(root: Path, name: str) -> tuple[int, int]:
+    pool = Lake.open(str(root / name)).pool("lineitem")
+    snap = pool.snapshot(pool.tip())
+    return snap.size, sum(m.size for m in snap.indexes.values())
+
+
+def lake_lookup(root: Path, name: str, column: str, value: Any) -> tuple[float, dict[str, int], int]:
+    pool = Lake.open(str(root / name)).pool("lineitem")
+    t0 = time.perf_counter()
+    scan = pool.scan(where=f"{column} = {_literal(value)}")
+    rows = sum(b.num_rows for b in scan.batches())
+    return time.perf_counter() - t0, scan.stats.to_json(), rows
+
+
+def delta_lookup(path: Path, column: str, value: Any) -> tuple[float, int]:
+    from deltalake import DeltaTable
+
+    t0 = time.perf_counter()
+    rows = DeltaTable(str(path)).to_pyarrow_table(filters=[(column, "=", value)]).num_rows
+    return time.perf_counter() - t0, rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sf", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lookups", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="sf 0.01, 1 round, 2 lookups")
+    args = ap.parse_args()
+    if args.quick:
+        args.sf, args.rounds, args.lookups = 0.01, 1, 2
+    table = base_table(args.sf)
+    log(f"lineitem sf {args.sf:g}: {table.num_rows:,} rows")
+    work = Path(tempfile.mkdtemp(prefix="index-bench-"))
+    try:
+        loads: dict[str, list[float]] = {name: [] for name, _, _ in POOLS}
+        for r in range(args.rounds):
+            for name, column, kind in POOLS:
+                shutil.rmtree(work / name, ignore_errors=True)
+                loads[name].append(load_pool(work, name, column, kind, table))
+                log(f"round {r + 1}: load {name} {loads[name][-1]:.2f} s")
+        from deltalake import write_deltalake
+
+        write_deltalake(str(work / "delta"), table)
+        data_bytes, _ = sizes(work, "stats-only")
+        results: dict[str, Any] = {"loads": loads, "pools": {}}
+        for name, column, _kind in POOLS[1:]:
+            assert column is not None
+            d, ix = sizes(work, name)
+            entry: dict[str, Any] = {"data_bytes": d, "index_bytes": ix, "lookups": []}
+            for value, present in lookup_values(table, column, args.lookups):
+                per: dict[str, list[float]] = {"index": [], "stats": [], "delta": []}
+                stats: dict[str, Any] = {}
+                counts: set[int] = set()
+                for _ in range(args.rounds):
+                    t, st, n = lake_lookup(work, name, column, value)
+                    per["index"].append(t)
+                    stats["index"] = st
+                    counts.add(n)
+                    t, st, n = lake_lookup(work, "stats-only", column, value)
+                    per["stats"].append(t)
+                    stats["stats"] = st
+                    counts.add(n)
+                    t, n = delta_lookup(work / "delta", column, value)
+                    per["delta"].append(t)
+                    counts.add(n)
+                if len(counts) != 1:
+                    raise SystemExit(f"sides disagree on {column} = {value!r}: {counts}")
+                entry["lookups"].append(
+                    {
+                        "value": value if isinstance(value, int) else str(value)[:40],
+                        "present": present,
+                        "rows": counts.pop(),
+                        "seconds": {k: statistics.median(v) for k, v in per.items()},
+                        "stats": stats,
+                    }
+                )
+                log(f"{name} {value!r}: {entry['lookups'][-1]['seconds']}")
+            results["pools"][name] = entry
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"index-sf{args.sf:g}.json").write_text(json.dumps(results, indent=1, default=str))
+    print(report(results, args, data_bytes, table.num_rows))
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> str:
+    loads = results["loads"]
+    base = statistics.median(loads["stats-only"])
+    out = [
+        f"lineitem sf {args.sf:g} ({rows:,} rows, {_mb(data_bytes)} in the pool) keyed "
+        f"`{KEY}`; {args.rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
+        f"{platform.processor() or platform.machine()}.",
+        "",
+        "| pool | load (median) | vs stats-only | index bytes | of data |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, _, _ in POOLS:
+        med = statistics.median(loads[name])
+        entry = results["pools"].get(name)
+        ix = entry["index_bytes"] if entry else 0
+        out.append(
+            f"| {name} | {med:.2f} s ({min(loads[name]):.2f}–{max(loads[name]):.2f}) | "
+            f"{med / base:.2f}× | {_mb(ix) if entry else '—'} | "
+            f"{(100 * ix / data_bytes) if entry else 0:.1f}% |"
+        )
+    out += [
+        "",
+        "| pool | value | rows | bytes read: index / stats-only | fewer | time: index / "
+        "stats-only / deltalake |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, entry in results["pools"].items():
+        for lk in entry["lookups"]:
+            bi, bs = lk["stats"]["index"]["bytes_read"], lk["stats"]["stats"]["bytes_read"]
+            s = lk["seconds"]
+            fewer = f"{bs / bi:,.0f}×" if bi else "all"
+            label = str(lk["value"]) + ("" if lk["present"] else " (absent)")
+            out.append(
+                f"| {name} | {label[:32]} | {lk['rows']} | {_mb(bi)} / {_mb(bs)} | {fewer} | "
+                f"{s['index'] * 1000:.0f} / {s['stats'] * 1000:.0f} / {s['delta'] * 1000:.0f} ms |"
+            )
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+"""The bytes of index objects, and lookups in them: the ``exact`` and ``bloom`` kinds.
+
+An index object is one Parquet file describing one data object's indexed column, row group by
+row group (the data object's own row groups: a lookup answers which of them may hold a value).
+Its schema metadata holds ``lakepool.index``: JSON with ``format`` (``lakepool.index``),
+``version`` (1), ``kind``, ``row_groups`` (of the data object), ``entries`` and, for bloom,
+``fpp`` and the hash ``fingerprint`` (:mod:`lake_core.indexes.hashing`).
+
+``exact``: one row per distinct (canonical value, row group) pair, columns ``value`` and ``rg``
+(int32), sorted by value then row group, in index row groups of :data:`EXACT_GROUP_ROWS` entries
+with Parquet statistics: a lookup reads the footer, then only the index row groups whose
+min/max can hold one of the values (an index row group without statistics is always read).
+Its answer is exact: the row groups holding the value, no more.
+
+``bloom``: one row per data row group: ``rg`` (int32), ``k`` (int32, hash functions), ``m``
+(int64, bits) and ``bits`` (large_binary, little-endian bit order), a standard Bloom filter over
+the 64-bit hashes of the row group's distinct non-null canonical values, sized for that count
+at the rule's false-positive rate ``p``: ``m = ceil(-n ln p / ln² 2)`` rounded up to a multiple
+of 64, ``k = max(1, round(m / n · ln 2))``; bit ``i`` of a value with hash ``h`` is
+``(h1 + i·h2) mod m`` with ``h1`` the low 32 bits of ``h`` and ``h2`` the high 32 bits, odd.
+"No" is certain; "maybe" is wrong for an absent value with probability about ``p`` per row group.
+A row group without a non-null value has ``m = 0`` and answers "no".
+
+Invariant of both: :func:`index_row_groups` never omits a row group that holds one of the
+values; when it cannot answer (another hash fingerprint, a newer version, another kind) it
+returns None and the caller reads the object unpruned.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lake_core.errors import CorruptObjectError, UsageError
+from lake_core.indexes.canonical import canonical
+from lake_core.indexes.hashing import fingerprint, hash64
+from lake_core.indexes.rules import BLOOM, DEFAULT_FPP, EXACT, KINDS
+
+INDEX_FORMAT = "lakepool.index"
+INDEX_VERSION = 1
+_META = INDEX_FORMAT.encode()
+#: Entries per index row group of an exact index: small enough that a lookup of one value
+#: reads little, large enough that the footer stays small.
+EXACT_GROUP_ROWS = 32 * 1024
+
+__all__ = [
+    "BLOOM",
+    "DEFAULT_FPP",
+    "EXACT",
+    "EXACT_GROUP_ROWS",
+    "KINDS",
+    "IndexInfo",
+    "bloom_answers",
+    "build_index",
+    "describe",
+    "index_row_groups",
+]
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """What an index object's header says."""
+
+    kind: str
+    version: int
+    row_groups: int
+    entries: int
+    fpp: float | None = None
+    fingerprint: str | None = None
+
+
+def _write(
+    table: pa.Table, header: dict[str, Any], row_group_size: int, stats: list[str]
+) -> bytes:
+    table = table.replace_schema_metadata({_META: json.dumps(header).encode()})
+    sink = io.BytesIO()
+    pq.write_table(
+        table,
+        sink,
+        compression="zstd",
+        row_group_size=max(1, row_group_size),
+        write_statistics=stats,  # only where a lookup uses them: the filters' bytes have none
+        store_schema=True,
+    )
+    return sink.getvalue()
+
+
+def _distinct(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
+    distinct: pa.Array[Any] = pc.unique(canonical(values)).drop_null()
+    return distinct
+
+
+def build_index(
+    kind: str, row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], *, fpp: float = DEFAULT_FPP
+) -> bytes:
+    """The index object of a data object whose indexed column holds ``row_groups[i]`` in its
+    row group ``i`` (see the module docstring). Raises UsageError for an unknown kind or a
+    type indexes do not cover."""
+    if kind == EXACT:
+        return _build_exact(row_groups)
+    if kind == BLOOM:
+        return _build_bloom(row_groups, fpp)
+    raise UsageError(f"index kind must be one of {', '.join(KINDS)}, not {kind!r}")
+
+
+def _build_exact(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]]) -> bytes:
+    parts = []
+    for i, values in enumerate(row_groups):
+        distinct = _distinct(values)
+        parts.append(
+            pa.table({"value": distinct, "rg": pa.array(np.full(len(distinct), i, np.int32))})
+        )
+    if parts:
+        table = pa.concat_tables(parts).sort_by([("value", "ascending"), ("rg", "ascending")])
+    else:
+        table = pa.table({"value": pa.array([], pa.null()), "rg": pa.array([], pa.int32())})
+    header = {
+        "format": INDEX_FORMAT,
+        "version": INDEX_VERSION,
+        "kind": EXACT,
+        "row_groups": len(row_groups),
+        "entries": table.num_rows,
+    }
+    return _write(table, header, EXACT_GROUP_ROWS, ["value"])
+
+
+def _bloom_size(n: int, fpp: float) -> tuple[int, int]:
+    """(m bits, k hashes) for ``n`` distinct values at ``fpp``."""
+    if n == 0:
+        return 0, 0
+    m = math.ceil(-n * math.log(fpp) / (math.log(2) ** 2))
+    m = max(64, -(-m // 64) * 64)
+    k = max(1, round(m / n * math.log(2)))
+    return m, k
+
+
+def _positions(hashes: np.ndarray[Any, Any], m: int, k: int) -> np.ndarray[Any, Any]:
+    """The k bit positions of each hash, shape (len(hashes), k)."""
+    h1 = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint64)
+    h2 = ((hashes >> np.uint64(32)) | np.uint64(1)).astype(np.uint64)
+    steps = np.arange(k, dtype=np.uint64)
+    # h1 + i*h2 < 2**32 + k * 2**32: no overflow for any k a sane rate asks for.
+    return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(m)
+
+
+def _build_bloom(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], fpp: float) -> bytes:
+    if not (0.0 < fpp < 0.5):
+        raise UsageError(f"a bloom index's false-positive rate is between 0 and 0.5, not {fpp}")
+    distinct = [_distinct(values) for values in row_groups]
+    counts = [len(d) for d in distinct]
+    # One hash call for the whole object: DuckDB's per-call cost is paid once.
+    nonempty = [d for d in distinct if len(d)]
+    hashes = hash64(pa.concat_arrays(nonempty)) if nonempty else np.zeros(0, np.uint64)
+    ks, ms, bits = [], [], []
+    start = 0
+    for n in counts:
+        m, k = _bloom_size(n, fpp)
+        filt = np.zeros(m, dtype=bool)
+        if n:
+            filt[_positions(hashes[start : start + n], m, k).ravel()] = True
+        start += n
+        ks.append(k)
+        ms.append(m)
+        bits.append(np.packbits(filt, bitorder="little").tobytes())
+    table = pa.table(
+        {
+            "rg": pa.array(np.arange(len(counts), dtype=np.int32)),
+            "k": pa.array(ks, pa.int32()),
+            "m": pa.array(ms, pa.int64()),
+            "bits": pa.array(bits, pa.large_binary()),
+        }
+    )
+    header = {
+        "format": INDEX_FORMAT,
+        "version": INDEX_VERSION,
+        "kind": BLOOM,
+        "row_groups": len(row_groups),
+        "entries": sum(counts),
+        "fpp": fpp,
+        "fingerprint": fingerprint(),
+    }
+    return _write(table, header, max(1, len(counts)), ["rg"])
+
+
+def _open(source: pa.NativeFile | bytes) -> tuple[pq.ParquetFile, dict[str, Any]]:
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(source) if isinstance(source, bytes) else source)
+        raw = (pf.schema_arrow.metadata or {}).get(_META)
+        if raw is None:
+            raise CorruptObjectError("index", "a Parquet file without an index header")
+        header = json.loads(raw)
+    except (pa.ArrowInvalid, OSError, ValueError) as e:
+        raise CorruptObjectError("index", f"not an index object ({e})") from None
+    if not isinstance(header, dict) or header.get("format") != INDEX_FORMAT:
+        raise CorruptObjectError("index", "not an index header")
+    return pf, header
+
+
+def describe(source: pa.NativeFile | bytes) -> IndexInfo:
+    """The header of an index object; CorruptObjectError for bytes that are not one."""
+    _, h = _open(source)
+    try:
+        return IndexInfo(
+            kind=str(h["kind"]),
+            version=int(h["version"]),
+            row_groups=int(h["row_groups"]),
+            entries=int(h["entries"]),
+            fpp=float(h["fpp"]) if h.get("fpp") is not None else None,
+            fingerprint=h.get("fingerprint"),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptObjectError("index", f"malformed index header ({e})") from None
+
+
+def index_row_groups(
+    kind: str, source: pa.NativeFile | bytes, values: pa.Array[Any]
+) -> frozenset[int] | None:
+    """The data row groups that may hold one of ``values`` (literals already cast to the
+    column's type; nulls ignored: ``=`` and IN never match a null), or None when this index
+    cannot answer (another kind or hash fingerprint, a newer version). Reads as little of
+    ``source`` as it can. CorruptObjectError for bytes that are not an index object."""
+    pf, header = _open(source)
+    if header.get("kind") != kind or header.get("version") != INDEX_VERSION:
+        return None
+    wanted = pc.unique(canonical(values)).drop_null()
+    if len(wanted) == 0:
+        return frozenset()
+    try:
+        if kind == EXACT:
+            return _lookup_exact(pf, wanted)
+        if kind == BLOOM:
+            if header.get("fingerprint") != fingerprint():
+                return None
+            return _lookup_bloom(pf, wanted)
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+        raise CorruptObjectError("index", f"malformed index object ({e})") from None
+    return None
+
+
+def _lookup_exact(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
+    meta = pf.metadata
+    if meta.num_rows == 0:
+        return frozenset()
+    value_type = pf.schema_arrow.field("value").type
+    if value_type != wanted.type:
+        try:
+            wanted = wanted.cast(value_type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            raise ValueError(f"index values are {value_type}, lookups {wanted.type}") from None
+    keys: list[Any] = sorted(v for v in wanted.to_pylist() if v is not None)
+    groups = []
+    for g in range(meta.num_row_groups):
+        st = meta.row_group(g).column(0).statistics
+        if st is None or not st.has_min_max:
+            groups.append(g)
+            continue
+        lo: Any = st.min
+        hi: Any = st.max
+        if isinstance(lo, bytes) and keys and isinstance(keys[0], str):
+            lo, hi = lo.decode(), hi.decode()
+        if any(lo <= v <= hi for v in keys):
+            groups.append(g)
+    if not groups:
+        return frozenset()
+    table = pf.read_row_groups(groups, columns=["value", "rg"])
+    hits = table.filter(pc.is_in(table.column("value"), value_set=wanted))
+    rgs: list[Any] = pc.unique(hits.column("rg")).to_pylist()
+    return frozenset(int(x) for x in rgs)
+
+
+def _lookup_bloom(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
+    rgs, maybe = _bloom_matrix(pf, wanted)
+    hits: list[bool] = np.asarray(maybe.any(axis=0), dtype=bool).tolist()
+    return frozenset(rg for rg, hit in zip(rgs, hits, strict=True) if hit)
+
+
+def _bloom_matrix(
+    pf: pq.ParquetFile, wanted: pa.Array[Any]
+) -> tuple[list[int], np.ndarray[Any, Any]]:
+    """The row groups of a bloom index, and for each of ``wanted`` (canonical, distinct) and
+    each row group whether the filter says "maybe": shape (len(wanted), row groups)."""
+    table = pf.read(columns=["rg", "k", "m", "bits"])
+    hashes = hash64(wanted)
+    rgs: list[int] = [int(x or 0) for x in table.column("rg").to_pylist()]
+    ks: list[int] = [int(x or 0) for x in table.column("k").to_pylist()]
+    ms: list[int] = [int(x or 0) for x in table.column("m").to_pylist()]
+    blobs: list[bytes] = [x or b"" for x in table.column("bits").to_pylist()]
+    maybe = np.zeros((len(wanted), len(rgs)), dtype=bool)
+    for j, (k, m, blob) in enumerate(zip(ks, ms, blobs, strict=True)):
+        if not m:
+            continue
+        packed = np.frombuffer(blob, dtype=np.uint8)
+        pos = _positions(hashes, m, k)
+        set_bits = (packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
+        maybe[:, j] = np.all(set_bits == 1, axis=1)
+    return rgs, maybe
+
+
+def bloom_answers(source: pa.NativeFile | bytes, values: pa.Array[Any]) -> np.ndarray[Any, Any]:
+    """For each of ``values`` (the column's type, no nulls) and each data row group, whether a
+    bloom index says "maybe": a matrix (len(values), row groups), for measuring its
+    false-positive rate. CorruptObjectError for bytes that are not a bloom index of this
+    hash fingerprint."""
+    pf, header = _open(source)
+    if header.get("kind") != BLOOM or header.get("fingerprint") != fingerprint():
+        raise CorruptObjectError("index", "not a bloom index of this lakepool's hash")
+    return _bloom_matrix(pf, canonical(values))[1]
