@@ -132,6 +132,9 @@ def log_counts(commit: Commit) -> str:
     counts = upsert_counts(commit)
     if counts is not None:
         rows += f"; {_upserted(counts)}"
+    indexed, unindexed = len(commit.index_adds()), len(commit.index_deletes())
+    if indexed or unindexed:
+        rows += f"; index entries +{indexed:,} -{unindexed:,}"
     return f"(objects {objects}; {rows})"
 
 

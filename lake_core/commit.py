@@ -5,8 +5,9 @@ JSON ``meta``, and its actions: ``Add`` (an object joins the live set), ``Delete
 leaves it; the commit's date is the object's tombstone time), ``AddIndex`` (an index object of
 a live data object joins the snapshot, :mod:`lake_core.indexes`) and ``DeleteIndex`` (it leaves).
 
-Format versions: 1 has Add and Delete only; 2 (written now) adds the two index actions. Both
-are read.
+Format versions: 1 has Add and Delete only; 2 adds the two index actions. Both are read; a
+commit is written as version 2 only when it holds an index action, so a pool that uses no
+index stays readable by releases before indexes.
 
 Bounded opening: a commit also records where the nearest cached snapshot is. ``snapshot_base``
 is the nearest ancestor whose snapshot is cached and ``chain`` lists the commits strictly
@@ -33,6 +34,8 @@ from lake_core.objects import ObjectMeta
 
 COMMIT_FORMAT = "lakepool.commit"
 COMMIT_VERSION = 2
+#: The version of a commit without index actions.
+COMMIT_VERSION_PLAIN = 1
 #: A commit whose chain back to a cached snapshot would exceed this writes its own snapshot.
 SNAPSHOT_INTERVAL = 32
 #: Optional commit fields kept verbatim: ``merge_source`` is the source tip a merge applied;
@@ -163,7 +166,8 @@ class Commit:
         if self.schema is not None:
             body["schema"] = encode_schema(self.schema)
         body.update(self.extra)
-        return encode_doc(COMMIT_FORMAT, COMMIT_VERSION, body)
+        indexed = any(isinstance(a, AddIndex | DeleteIndex) for a in self.actions)
+        return encode_doc(COMMIT_FORMAT, COMMIT_VERSION if indexed else COMMIT_VERSION_PLAIN, body)
 
     @classmethod
     def decode(cls, key: str, data: bytes) -> Commit:

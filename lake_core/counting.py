@@ -67,7 +67,13 @@ def count_rows(
             to_read[obj.id] = obj
     rows = whole
     if to_read:
-        part = Snapshot(snap.commit_id, snap.depth, MappingProxyType(to_read), snap.schema)
+        part = Snapshot(
+            snap.commit_id,
+            snap.depth,
+            MappingProxyType(to_read),
+            snap.schema,
+            indexes=snap.indexes,  # the second scan prunes row groups by them too
+        )
         column = key.fields[0] if key.fields[0] in schema.names else schema.names[0]
         rows += sum(
             b.num_rows for b in Scan(store, pool_id, key, part, where, [column]).batches()

@@ -12,8 +12,10 @@ Cached snapshot formats (``SNAPSHOT_VERSION``):
   per-column stats as columns (:mod:`lake_core.live`); the commit id, depth, pool schema and
   transactions are a JSON header in the schema metadata under ``lakepool.snapshot``. Decoding
   reads the arrays only; ObjectMeta are built when something iterates the objects' values.
-- 3 (written now): version 2 plus the snapshot's index entries (:mod:`lake_core.indexes`) as
-  ``indexes`` in the header. A version-2 snapshot has none.
+- 3: version 2 plus the snapshot's index entries (:mod:`lake_core.indexes`) as ``indexes`` in
+  the header. Written only for a snapshot that has index entries (others are written as
+  version 2, so pools without indexes stay readable by releases before them); a version-2
+  snapshot has none.
 
 Either format is only a cache of what the commits say: a cached snapshot that does not decode
 makes the pool replay from further back (``Pool.snapshot``), never unreadable.
@@ -51,6 +53,8 @@ from lake_core.txn import apply_txns
 SNAPSHOT_FORMAT = "lakepool.snapshot"
 #: The version written; every version up to it is read (see the module docstring).
 SNAPSHOT_VERSION = 3
+#: The version of a snapshot without index entries (the Arrow format before indexes).
+SNAPSHOT_VERSION_PLAIN = 2
 #: The last JSON version.
 SNAPSHOT_JSON_VERSION = 1
 _ARROW_MAGIC = b"ARROW1"
@@ -84,14 +88,15 @@ class Snapshot:
         """The cached form (format version 3: Arrow IPC, see the module docstring)."""
         header: dict[str, Any] = {
             "format": SNAPSHOT_FORMAT,
-            "version": SNAPSHOT_VERSION,
+            "version": SNAPSHOT_VERSION if self.indexes else SNAPSHOT_VERSION_PLAIN,
             "commit": self.commit_id,
             "depth": self.depth,
             "schema": encode_schema(self.schema) if self.schema is not None else None,
             "txns": dict(self.txns),
             "txn_dates": {k: to_iso(v) for k, v in self.txn_dates.items()},
-            "indexes": [m.to_json() for m in self.indexes.values()],
         }
+        if self.indexes:
+            header["indexes"] = [m.to_json() for m in self.indexes.values()]
         table = LiveObjects.of(self.objects).table()
         table = table.replace_schema_metadata({_HEADER_KEY: json.dumps(header).encode()})
         sink = pa.BufferOutputStream()

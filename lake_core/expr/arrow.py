@@ -380,7 +380,9 @@ class _Translator:
             scalars = [coerce_literal(v, target) for v in members]
             if target.category == "null":
                 return _NULL_BOOL
-            if all(s.type == target.value_type for s in scalars):
+            # Not for floats: is_in hashes values, so -0.0 would miss 0.0 (equal in SQL);
+            # the chain of ``=`` below compares them as ``=`` does.
+            if target.category != "floating" and all(s.type == target.value_type for s in scalars):
                 value_set = pa.array([s.as_py() for s in scalars], type=target.value_type)
                 # is_in answers false for a null input; SQL wants null there.
                 found = pc.if_else(

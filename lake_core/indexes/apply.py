@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lake_core.errors import EmptyTransactionError, NotFoundError, UsageError
 from lake_core.indexes.building import build_indexes
+from lake_core.inflight import write_window_guard
 from lake_core.names import MAIN
 
 if TYPE_CHECKING:
@@ -82,6 +83,9 @@ def apply_rule(
     NotFoundError (an object id not live), and what reading or committing raises."""
     if not rule.covers(pool.config.name):
         raise UsageError(f"index rule {rule.full_name} does not cover pool {pool.name}")
+    # The index files are unreferenced until the commit lands: like a load, the apply must
+    # commit within the write window or not at all, so cleanup's minimum orphan age covers it.
+    guard = write_window_guard(pool.clock, pool.clock.now())
     snap = pool.snapshot(pool.tip(branch))
     targets = _targets(list(snap.objects.values()), object_ids)
     todo = []
@@ -114,6 +118,7 @@ def apply_rule(
             extra={"kind": "index", "layout_only": True},
             index_adds=metas,
             index=False,
+            guard=guard,
         )
     except EmptyTransactionError:
         return ApplyResult(pool.name, rule.full_name, None, skipped=len(targets))

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from lake_core.errors import UsageError
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
@@ -107,7 +109,13 @@ def _index_object(
     ]
     out = []
     for rule in usable:
-        data = build_index(rule.kind, [g.column(rule.field) for g in groups], fpp=rule.fpp)
+        try:
+            data = build_index(rule.kind, [g.column(rule.field) for g in groups], fpp=rule.fpp)
+        except (UsageError, ValueError, pa.ArrowException) as e:
+            # The object's values, not the store: an entry left out is always correct (the
+            # object is read unpruned). Store errors still fail the write, to be retried.
+            log.warning("index rule %s skips object %s: %s", rule.full_name, obj.id, e)
+            continue
         meta = IndexMeta(
             object=obj.id,
             rule=rule.name,

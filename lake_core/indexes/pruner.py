@@ -107,14 +107,19 @@ class IndexPruner(Pruner):
         else:
             with ThreadPoolExecutor(max_workers=min(self.threads, len(todo))) as ex:
                 results = list(ex.map(self._decide, todo))
-        for obj, kept in zip(todo, results, strict=True):
+        for obj, (kept, read, size) in zip(todo, results, strict=True):
+            self.index_objects_read += read
+            self.index_bytes += size
             if kept is not None:
                 self.kept[obj.id] = kept
 
-    def _decide(self, obj: ObjectMeta) -> frozenset[int] | None:
+    def _decide(self, obj: ObjectMeta) -> tuple[frozenset[int] | None, int, int]:
+        """(the row groups the object's indexes keep, or None: undecided; index objects
+        read; their bytes). Runs on lookup threads: touches no shared state."""
         from lake_core.indexes.kinds import index_row_groups
 
         kept: frozenset[int] | None = None
+        read = size = 0
         for meta in self.entries[obj.id]:
             stored = obj.columns.get(meta.field)
             if stored is None or stored.type != str(self.schema.field(meta.field).type):
@@ -127,12 +132,12 @@ class IndexPruner(Pruner):
             except (LakeError, OSError, pa.ArrowException) as e:
                 log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
                 continue
-            self.index_objects_read += 1
-            self.index_bytes += meta.size
+            read += 1
+            size += meta.size
             if groups is None:
                 continue
             kept = groups if kept is None else kept & groups
-        return kept
+        return kept, read, size
 
     def keep_object(self, obj: ObjectMeta) -> bool:
         kept = self.kept.get(obj.id)

@@ -14,6 +14,7 @@ when it is created (a pool created later is covered only by a rule without a poo
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -82,7 +83,18 @@ class IndexRule:
         created = (
             datetime.fromtimestamp(d.created_at_millis / 1000, UTC) if d.created_at_millis else None
         )
-        return cls(ref.namespace, ref.name, d.id or ref.name, d.fields[0], kind, fpp, pools, created)
+        return cls(ref.namespace, ref.name, _key_safe_id(ref, d), d.fields[0], kind, fpp, pools, created)
+
+
+def _key_safe_id(ref: ObjectRef, d: objects_pb2.IndexRuleDef) -> str:
+    """The rule's id as index object names use it: the catalog id when it is letters and
+    digits (every rule ``create_rule`` makes: a KSUID); otherwise (a rule another writer
+    stored without one, or with a '-' or '/') a digest of what identifies the definition,
+    stable across reads."""
+    if d.id and d.id.isascii() and d.id.isalnum():
+        return d.id
+    seed = "\0".join([ref.namespace, ref.name, d.id, str(d.created_at_millis), *d.fields])
+    return "r" + hashlib.sha256(seed.encode()).hexdigest()[:26]
 
 
 def rules_in(state: CatalogState, namespace: str | None = None) -> list[IndexRule]:

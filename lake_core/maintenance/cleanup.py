@@ -435,19 +435,24 @@ def _plan(
             plan.snapshots.append(info)
 
     # Index objects no retained commit adds and no counted tail holds: by the same ages as
-    # data (one a known commit added waits out the grace period from that commit; one no
-    # commit names — a build whose commit never landed, or still in flight — the minimum
-    # orphan age). Nothing else refers to an index object, so none outlives its reach.
+    # data (one a landed commit added waits out the grace period from the latest commit that
+    # names it; one no landed commit names — a build whose commit never landed, or is still
+    # in flight — the minimum orphan age). Nothing else refers to an index object.
     index_refs: dict[str, datetime] = {}
+    index_landed: set[str] = set()  # added by a commit known to have landed
     for commit in known.values():
         for meta in commit.index_adds():
             seen = index_refs.get(meta.id)
             if seen is None or commit.date > seen:
                 index_refs[meta.id] = commit.date
+            if commit.id in landed:
+                index_landed.add(meta.id)
     for iid, info in sorted(inv.indexes.items()):
         if iid in history.indexes:
             continue
-        limit = cutoff if iid in index_refs else orphan_cutoff
+        # A commit object that has not landed may still be on its way to the journal: its
+        # index files wait out the minimum orphan age, as its data does.
+        limit = cutoff if iid in index_landed else orphan_cutoff
         if _latest(_mtime(info), _id_time(iid), index_refs.get(iid)) <= limit:
             plan.indexes.append(info)
 

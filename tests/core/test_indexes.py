@@ -20,6 +20,7 @@ from lake_core.errors import (
 )
 from lake_core.indexes.apply import apply_rule, remove_rule
 from lake_core.indexes.building import index_key
+from lake_core.indexes.meta import IndexMeta
 from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
 
@@ -276,8 +277,8 @@ def test_snapshots_and_commits_of_the_previous_formats_still_open() -> None:
 
     table = ipc.open_file(pa.py_buffer(data)).read_all()
     header = json.loads(table.schema.metadata[b"lakepool.snapshot"])
+    assert header["version"] == 2 and "indexes" not in header  # no index: the old format
     header["version"] = 2
-    del header["indexes"]
     table = table.replace_schema_metadata({b"lakepool.snapshot": json.dumps(header).encode()})
     sink = pa.BufferOutputStream()
     with ipc.new_file(sink, table.schema) as w:
@@ -295,3 +296,67 @@ def test_snapshots_and_commits_of_the_previous_formats_still_open() -> None:
         }
     ).encode()
     assert Commit.decode("k", old_commit).deletes() == ["o1"]
+    # Only what holds an index is written in the new versions.
+    plain = Commit.decode("k", old_commit)
+    assert json.loads(plain.encode())["version"] == 1
+    meta = IndexMeta("o1", "r", "rid", "exact", "f", "iid", 10)
+    indexed = Commit("c2", "c1", 2, "", plain.date, "", actions=(AddIndex(meta),))
+    assert json.loads(indexed.encode())["version"] == 2
+    assert Commit.decode("k", indexed.encode()).index_adds() == [meta]
+    snap = Snapshot("c2", 2, indexes={meta.slot: meta})
+    table = ipc.open_file(pa.py_buffer(snap.encode())).read_all()
+    assert json.loads(table.schema.metadata[b"lakepool.snapshot"])["version"] == 3
+    assert dict(Snapshot.decode("k", snap.encode()).indexes) == {meta.slot: meta}
+
+
+def test_in_on_a_float_column_matches_negative_zero_as_equals_does(lake: Lake) -> None:
+    pool = lake.create_pool("f", "ts:asc")
+    pool.load(pa.table({"ts": [1, 2, 3], "x": [-0.0, 5.0, 1.5]}))
+    for where in ("x IN (0.0, 5.0)", "x = 0.0 OR x = 5.0"):
+        assert sorted(pool.read(where=where)["ts"].to_pylist()) == [1, 2], where
+
+
+def test_cleanup_during_a_commit_in_flight_keeps_its_index_files(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit object written, its journal append not yet made: cleanup with --grace 0 must
+    leave the index files it names (the minimum orphan age), as it leaves its data."""
+    import lake_core.committing as committing
+
+    lake.create_pool("p", "ts:asc")
+    lake.create_index_rule("by_user", "user")
+    pool = lake.pool("p")
+    append = committing._append
+    reports = []
+
+    def cleanup_first(*args: object, **kwargs: object) -> object:
+        reports.append(pool.cleanup(timedelta(0)))
+        return append(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(committing, "_append", cleanup_first)
+    pool.load(_rows(0, 50, random.Random(1), needle_at=3))
+    monkeypatch.setattr(committing, "_append", append)
+    assert reports and reports[0].index_files == 0
+    check_index_invariant(pool)
+
+
+def test_a_rule_stored_without_an_id_or_with_dashes_still_indexes(lake: Lake) -> None:
+    """A rule another catalog writer stored (no id, a '-' in its name) gets a key-safe id:
+    loads into the pools it covers work and are indexed."""
+    from lake_core.catalog.proto import objects_pb2
+
+    lake.create_pool("p", "ts:asc")
+    with lake.catalog.begin() as txn:
+        txn.create_index_rule(
+            "default",
+            "by-user",
+            objects_pb2.IndexRuleDef(kind="field", fields=["user"], properties={"index": "exact"}),
+        )
+        txn.commit()
+    pool = lake.pool("p")
+    (rule,) = pool.index_rules
+    assert rule.id.isalnum() and rule.id == lake.index_rule("by-user").id  # stable
+    tables = [_rows(0, 300, random.Random(2), needle_at=5)]
+    pool.load(tables[0])
+    check_index_invariant(pool)
+    assert _query(pool, f"user = '{NEEDLE}'")[0] == _expected(tables, NEEDLE)
