@@ -79,7 +79,11 @@ def commit_loads_grouped(
 
 def crash_writer(uri: str, pool: str, worker: int) -> None:
     """Load forever, printing ``committed <id> <i>`` after each acknowledged commit; the test
-    kills this process with SIGKILL at a random moment."""
+    kills this process with SIGKILL at a random moment.
+
+    Start-up (imports, opening the lake, warm-up) only reads; then it prints ``ready`` and
+    waits for a line on stdin before the first load, so the test can start the next writer
+    while it still checks the lake the previous one left (nothing writes meanwhile)."""
     import io
 
     import pyarrow.parquet as pq
@@ -94,6 +98,8 @@ def crash_writer(uri: str, pool: str, worker: int) -> None:
     pq.write_table(rows_for(worker, 0), io.BytesIO())
     p.snapshot(p.tip())
     print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":  # the kill delay runs from "go"
+        return  # stdin closed: the test ended (failed) before this trial
     i = 0
     while True:
         c = load(p, [rows_for(worker, i, n=50)], message=f"crash {worker} {i}")
