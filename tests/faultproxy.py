@@ -109,7 +109,11 @@ class FaultProxy:
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        # stop()'s shutdown() waits for the serve loop to look up: every poll_interval (0.5 s
+        # by default, a quarter second per test on average).
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self._thread.start()
         return self.endpoint
 
