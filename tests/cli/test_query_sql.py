@@ -4,9 +4,14 @@ lake changed), and ``-p`` unchanged beside it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
+import boto3
 import pyarrow.parquet as pq
 import pytest
 
@@ -22,14 +27,14 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.fixture
-def lake_args(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+def build_lake(uri: str, folder: Path, cli: Callable[..., int]) -> list[str]:
     """Pool ``events`` keyed by day: one object of five days in five row groups (one day
-    each), then three one-day objects, one commit each; pool ``names`` for joins."""
-    L = ["--lake", lake_uri]
-    assert run(capsys, *L, "init")[0] == 0
-    assert run(capsys, *L, "create", "events", "--orderby", "day", "--seek-stride", "1")[0] == 0
-    first = tmp_path / "first.ndjson"
+    each), then three one-day objects, one commit each; pool ``names`` for joins. ``cli``
+    runs one command and returns its exit code. Returns the ``--lake`` arguments."""
+    L = ["--lake", uri]
+    assert cli(*L, "init") == 0
+    assert cli(*L, "create", "events", "--orderby", "day", "--seek-stride", "1") == 0
+    first = folder / "first.ndjson"
     first.write_text(
         "".join(
             json.dumps({"day": d, "user": f"u{i % 7}", "n": i}) + "\n"
@@ -37,18 +42,45 @@ def lake_args(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str])
             for i in range(DAY_ROWS)
         )
     )
-    assert run(capsys, *L, "load", "-p", "events", str(first), "-m", "five days")[0] == 0
+    assert cli(*L, "load", "-p", "events", str(first), "-m", "five days") == 0
     for d in range(5, 8):
-        one = tmp_path / f"d{d}.ndjson"
+        one = folder / f"d{d}.ndjson"
         one.write_text(json.dumps({"day": d, "user": "late", "n": d}) + "\n")
-        assert run(capsys, *L, "load", "-p", "events", str(one), "-m", f"day {d}")[0] == 0
-    assert run(capsys, *L, "create", "names")[0] == 0
-    names = tmp_path / "names.ndjson"
+        assert cli(*L, "load", "-p", "events", str(one), "-m", f"day {d}") == 0
+    assert cli(*L, "create", "names") == 0
+    names = folder / "names.ndjson"
     names.write_text(
         "".join(json.dumps({"user": f"u{i}", "name": f"N{i}"}) + "\n" for i in range(7))
     )
-    assert run(capsys, *L, "load", "-p", "names", str(names))[0] == 0
+    assert cli(*L, "load", "-p", "names", str(names)) == 0
     return L
+
+
+@pytest.fixture
+def lake_args(lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """A fresh lake of :func:`build_lake` per test."""
+    return build_lake(lake_uri, tmp_path, lambda *args: run(capsys, *args)[0])
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def refusing_lake(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One lake of :func:`build_lake` per store for the module's error cases, which change
+    nothing in it (each checks its own before and after; a case that did change it fails)."""
+    folder = tmp_path_factory.mktemp("query-errors")
+    if request.param == "local":
+        uri = str(folder / "lake")
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        bucket = f"t-{uuid.uuid4().hex[:20]}"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+        uri = f"s3://{bucket}/lake"
+
+    def quiet(*args: str) -> int:  # no capsys at module scope: keep the output out of tests'
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return main(list(args))
+
+    build_lake(uri, folder, quiet)
+    return uri
 
 
 def test_aggregate_as_json_and_csv(
@@ -193,13 +225,13 @@ def _listing(uri: str) -> list[tuple[str, int]]:
     ],
 )
 def test_errors_are_one_line_exit_1_and_change_nothing(
-    lake_args: list[str], lake_uri: str, capsys: pytest.CaptureFixture[str], sql: str, message: str
+    refusing_lake: str, capsys: pytest.CaptureFixture[str], sql: str, message: str
 ) -> None:
-    before = _listing(lake_uri)
-    code, out, err = run(capsys, *lake_args, "query", sql)
+    before = _listing(refusing_lake)
+    code, out, err = run(capsys, "--lake", refusing_lake, "query", sql)
     assert (code, out) == (1, "")
     assert err.startswith(message) and err.count("\n") == 1, err
-    assert _listing(lake_uri) == before
+    assert _listing(refusing_lake) == before
 
 
 def test_pool_mode_is_unchanged(lake_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
