@@ -120,7 +120,16 @@ def _build_exact(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]]) -> 
             pa.table({"value": distinct, "rg": pa.array(np.full(len(distinct), i, np.int32))})
         )
     if parts:
-        table = pa.concat_tables(parts).sort_by([("value", "ascending"), ("rg", "ascending")])
+        table = pa.concat_tables(parts).combine_chunks()
+        # The pairs arrive in row-group order, so a stable sort by value alone orders them by
+        # (value, row group): a third of the time of a two-key sort here. NumPy's is faster
+        # still for numbers; Arrow's sort_indices is stable too, for strings and bytes.
+        values = table.column("value")
+        if pa.types.is_int64(values.type) or pa.types.is_float64(values.type):
+            order: Any = np.argsort(values.to_numpy(), kind="stable")
+        else:
+            order = pc.sort_indices(values)
+        table = table.take(order)
     else:
         table = pa.table({"value": pa.array([], pa.null()), "rg": pa.array([], pa.int32())})
     header = {
