@@ -20,8 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lake_core.clock import SYSTEM_CLOCK
 from lake_core.committing import discarding_on_failure
 from lake_core.config import LakeConfig
+from lake_core.indexes.building import build_indexes
+from lake_core.indexes.meta import IndexMeta
+from lake_core.indexes.rules import IndexRule
 from lake_core.maintenance import CompactionResult, CompactionRun
 from lake_core.maintenance.compact import commit_compaction, plan_runs, write_run
 from lake_core.objects import ObjectMeta
@@ -38,10 +42,11 @@ class _Merged:
     run: int
     objects: tuple[dict[str, Any], ...]
     error: TaskError | None = None
+    indexes: tuple[dict[str, Any], ...] = ()
 
 
 def _merge(
-    uri: str, config: PoolConfig, schema: pa.Schema
+    uri: str, config: PoolConfig, schema: pa.Schema, rules: tuple[IndexRule, ...]
 ) -> Callable[[tuple[int, CompactionRun]], _Merged]:
     def run(item: tuple[int, CompactionRun]) -> _Merged:
         index, compaction_run = item
@@ -49,7 +54,13 @@ def _merge(
         try:
             pool = Pool(task_store(uri), config, LakeConfig(uri=uri))
             tagged = write_run(pool, compaction_run, schema, on_object=written.append)
-            return _Merged(index, tuple(o.to_json() for o in tagged))
+            # The outputs' indexes, built here: the driver commits them with the outputs.
+            metas = build_indexes(
+                pool.store, pool.id, pool.name, tagged, rules, SYSTEM_CLOCK, threads=1
+            )
+            return _Merged(
+                index, tuple(o.to_json() for o in tagged), indexes=tuple(m.to_json() for m in metas)
+            )
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             return _Merged(index, tuple(o.to_json() for o in written), TaskError.capture(exc))
 
@@ -78,7 +89,7 @@ def spark_compact(
     sc.setJobDescription(f"lakepool compact {pool.name}: {len(runs)} runs")
     results: list[_Merged] = (
         sc.parallelize(list(enumerate(runs)), len(runs))
-        .map(_merge(pool.store.uri, pool.config, schema))
+        .map(_merge(pool.store.uri, pool.config, schema, pool.index_rules))
         .collect()
     )
     results.sort(key=lambda r: r.run)
@@ -87,4 +98,7 @@ def spark_compact(
     if failed is not None:
         with discarding_on_failure(pool, adds):
             failed.reraise()
-    return commit_compaction(pool, branch, runs, adds, guard=guard, author=author, message=message)
+    metas = [IndexMeta.from_json(m) for r in results for m in r.indexes]
+    return commit_compaction(
+        pool, branch, runs, adds, guard=guard, author=author, message=message, index_adds=metas
+    )

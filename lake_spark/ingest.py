@@ -44,9 +44,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lake_core.clock import SYSTEM_CLOCK
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import EmptyTransactionError, UsageError
+from lake_core.indexes.building import build_indexes
+from lake_core.indexes.meta import IndexMeta
+from lake_core.indexes.rules import IndexRule
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, normalize_table, unify_schema
 from lake_core.objects import ObjectMeta
@@ -121,6 +125,10 @@ class Job:
     # threads), the bytes through the JVM and its shuffle files are a third as many.
     # spark_session turns Spark's own shuffle compression off: it would redo this work.
     shuffle_compression: str | None = "lz4"
+    #: The index rules covering the pool (lake_core.indexes): each task indexes the objects it
+    #: writes, so the driver never reads them back.
+    index_rules: tuple[IndexRule, ...] = ()
+    pool_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,7 @@ class _Written:
     bucket: int
     objects: tuple[dict[str, Any], ...]
     error: TaskError | None = None
+    indexes: tuple[dict[str, Any], ...] = ()
 
 
 # -- stage 1: survey (tasks) ------------------------------------------------------------------
@@ -447,7 +456,18 @@ def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Writte
                 partition=job.partitions[bucket],
                 on_object=written.append,
             )
-            yield _Written(bucket, tuple(o.to_json() for o in written))
+            metas = build_indexes(
+                task_store(job.uri),
+                job.pool_id,
+                job.pool_name,
+                written,
+                job.index_rules,
+                SYSTEM_CLOCK,
+                threads=1,
+            )
+            yield _Written(
+                bucket, tuple(o.to_json() for o in written), indexes=tuple(m.to_json() for m in metas)
+            )
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             yield _Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
 
@@ -504,6 +524,8 @@ def spark_load(
         pool.config.key,
         WriteOptions(pool.config.target_size, pool.config.seek_stride),
         pool.partition_spec,
+        index_rules=pool.index_rules,
+        pool_name=pool.name,
     )
     sc = spark.sparkContext
     frame: DataFrame | None = None
@@ -563,4 +585,6 @@ def spark_load(
             source=", ".join(names),
             guard=write_window_guard(pool.clock, started),
             txn=txns,
+            index_adds=[IndexMeta.from_json(m) for r in results for m in r.indexes],
+            index=False,  # the tasks indexed every object under the pool's rules
         )

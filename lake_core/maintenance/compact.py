@@ -18,7 +18,7 @@ removed rows, so it is recorded as ``kind: dedupe`` (not a layout-only compactio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.writer import WriteOptions, write_sorted
 
 if TYPE_CHECKING:
+    from lake_core.indexes.meta import IndexMeta
     from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 
@@ -164,8 +165,11 @@ def commit_compaction(
     guard: Callable[[], None] | None = None,
     author: str | None = None,
     message: str = "",
+    index_adds: Sequence[IndexMeta] | None = None,
 ) -> CompactionResult:
-    """One commit adding ``adds`` and deleting every source of ``runs``. On any failure
+    """One commit adding ``adds`` and deleting every source of ``runs``; ``index_adds``: the
+    outputs' index entries when the caller built them (Spark's tasks), else the commit builds
+    them (:meth:`~lake_core.pool.Pool.commit`). On any failure
     (a source deleted meanwhile is a conflict) the written objects are removed — except when
     the commit's outcome is unknown (CommitStateUnknownError): then it may be the tip."""
     deletes = [o.id for r in runs for o in r.objects]
@@ -195,6 +199,8 @@ def commit_compaction(
             meta={"compaction": stats},
             # Rows removed: not a layout-only commit (history treats it as a change).
             extra={"kind": "dedupe" if removed else "compaction"},
+            index_adds=index_adds or (),
+            index=index_adds is None,
         )
     return CompactionResult(
         commit, len(runs), len(deletes), len(adds), bytes_in, bytes_out, removed

@@ -70,3 +70,39 @@ def test_a_failing_task_commits_nothing(spark: Any, lake: Lake) -> None:
     with pytest.raises(LakeError):
         spark_index_apply(spark, pool, rule)
     assert pool.tip() == tip
+
+
+def test_spark_load_and_compaction_index_in_their_tasks(
+    spark: Any, lake: Lake, tmp_path: Any
+) -> None:
+    """Objects written by Spark's tasks are indexed by those tasks, in the load's (and the
+    compaction's) own commit: every entry present, lookups exact and pruned."""
+    import pyarrow.parquet as pq
+
+    from lake_core.commit import AddIndex
+    from lake_spark.compact import spark_compact
+    from lake_spark.ingest import spark_load
+
+    rng = random.Random(12)
+    lake.create_pool("logs", "ts:asc", seek_stride=2048)
+    lake.create_index_rule("by_user", "user", "bloom")
+    pool = lake.pool("logs")
+    tables = [_rows(i * 1500, 1500, rng, needle_at=40 if i == 1 else None) for i in range(3)]
+    paths = []
+    for i, t in enumerate(tables):
+        pq.write_table(t, tmp_path / f"part{i}.parquet")
+        paths.append(str(tmp_path / f"part{i}.parquet"))
+    for path in paths:
+        c = spark_load(spark, pool, [path])
+        assert {a.index.object for a in c.actions if isinstance(a, AddIndex)} == {
+            o.id for o in c.adds()
+        }
+    check_index_invariant(pool)
+    result = spark_compact(spark, pool)
+    assert result.commit is not None
+    assert len(result.commit.index_adds()) == len(result.commit.adds())
+    check_index_invariant(pool)
+    scan = pool.scan(where=f"user = '{NEEDLE}'")
+    rows = pa.Table.from_batches(list(scan.batches()), schema=scan.out_schema)
+    got = sorted(zip(rows["ts"].to_pylist(), rows["user"].to_pylist(), strict=True))
+    assert got == _expected(tables, NEEDLE)
