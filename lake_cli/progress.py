@@ -118,3 +118,43 @@ def engine_progress(percent: Callable[[], float], enabled: bool) -> Iterator[Non
     finally:
         done.set()
         thread.join()
+
+
+@contextmanager
+def count_progress(what: str, enabled: bool) -> Iterator[Callable[[int, int], None]]:
+    """A bar of ``what`` done out of a total, advanced by calling the yielded
+    ``progress(done, total)`` (``lake index apply``: objects indexed); the calls do nothing
+    when not ``enabled``. Shown, as the read bar, only once the work has run a second."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    progress = Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(file=sys.stderr, force_terminal=True),
+        transient=True,
+        auto_refresh=False,
+    )
+    task = progress.add_task(what, total=None)
+    state: dict[str, Any] = {"shown": False, "start": time.monotonic()}
+
+    def advance(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total or None)
+        if not state["shown"] and time.monotonic() - state["start"] >= _DELAY_SECONDS:
+            progress.start()
+            state["shown"] = True
+        if state["shown"]:
+            progress.refresh()
+
+    try:
+        yield advance
+    finally:
+        if state["shown"]:
+            progress.stop()

@@ -122,7 +122,7 @@ def loaded_or_upserted(commit: Commit) -> str:
 
 
 def log_counts(commit: Commit) -> str:
-    """The counts line of a ``lake log`` entry."""
+    """The counts line of a ``lake log`` entry (index entries only when the commit has some)."""
     objects = f"{len(commit.adds())} added, {len(commit.deletes())} deleted"
     removed = commit.rows_removed
     rows = f"rows +{commit.rows_added:,}"

@@ -1,9 +1,10 @@
-"""The lake's own metadata as Arrow tables ("Lake Introspection"): commits, objects, branches
-and partitions of a pool, and the catalog's pools and views.
+"""The lake's own metadata as Arrow tables ("Lake Introspection"): commits, objects, branches,
+partitions and index entries of a pool, and the catalog's pools and views.
 
 Each function returns a ``pyarrow.Table`` with a fixed, documented schema (docs/sql.md,
 "Metadata tables"), usable on its own or as what SQL reads for ``flights$commits``,
-``flights$objects``, ``flights$branches``, ``flights$partitions``, ``lake$pools`` and
+``flights$objects``, ``flights$branches``, ``flights$partitions``, ``flights$indexes``,
+``lake$pools`` and
 ``lake$views``. The values are those ``lake log``, ``lake objects``, ``lake branch`` and
 ``lake partitions`` print, typed for SQL rather than formatted for people:
 
@@ -77,6 +78,17 @@ PARTITIONS_SCHEMA = _schema(
     ("objects", pa.int64()),
     ("rows", pa.int64()),
     ("bytes", pa.int64()),
+)
+INDEXES_SCHEMA = _schema(
+    ("object", pa.string()),
+    ("rule", pa.string()),
+    ("rule_id", pa.string()),
+    ("kind", pa.string()),
+    ("field", pa.string()),
+    ("index_id", pa.string()),
+    ("size", pa.int64()),
+    ("object_rows", pa.int64()),
+    ("object_bytes", pa.int64()),
 )
 POOLS_SCHEMA = _schema(
     ("name", pa.string()),
@@ -195,6 +207,32 @@ def partitions_table(pool: Pool, ref: str | None = None, as_of: datetime | None 
     nulls = table.filter(pc.is_null(table.column("partition")))
     values = table.filter(pc.is_valid(table.column("partition")))
     return pa.concat_tables([nulls, values.sort_by("partition")])
+
+
+def indexes_table(pool: Pool, ref: str | None = None, as_of: datetime | None = None) -> pa.Table:
+    """The index entries of the snapshot at ``ref`` (:mod:`lake_core.indexes`), sorted by
+    object and rule, as ``lake index ls -p`` lists them: the data ``object``, the ``rule``
+    (its name in the pool's namespace) and ``rule_id`` (the definition it was built for),
+    ``kind``, ``field``, the index object's ``index_id`` and ``size`` (bytes), and the data
+    object's ``object_rows`` and ``object_bytes``. Every entry names a live object."""
+    snap = pool.snapshot(pool.resolve(ref, as_of))
+    rows: dict[str, list[Any]] = {f.name: [] for f in INDEXES_SCHEMA}
+    for (oid, rule), m in sorted(snap.indexes.items()):
+        obj = snap.objects[oid]
+        values: dict[str, Any] = {
+            "object": oid,
+            "rule": rule,
+            "rule_id": m.rule_id,
+            "kind": m.kind,
+            "field": m.field,
+            "index_id": m.id,
+            "size": m.size,
+            "object_rows": obj.count,
+            "object_bytes": obj.size,
+        }
+        for name, value in values.items():
+            rows[name].append(value)
+    return pa.Table.from_pydict(rows, schema=INDEXES_SCHEMA)
 
 
 def objects_table(pool: Pool, ref: str | None = None, as_of: datetime | None = None) -> pa.Table:
@@ -429,6 +467,8 @@ def metadata_table(
         return objects_table(source, ref, as_of)
     if table == "partitions":
         return partitions_table(source, ref, as_of)
+    if table == "indexes":
+        return indexes_table(source, ref, as_of)
     if ref is not None:
         raise UsageError(f"{pool}@{ref}$branches: branches belong to the pool, not to a ref")
     return branches_table(source, as_of)

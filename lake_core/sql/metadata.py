@@ -1,7 +1,7 @@
 """The lake's metadata tables and catalog views, plugged into SQL name resolution.
 
 Registers with the resolver's seams (:mod:`lake_core.sql.resolve`): ``POOL$commits``,
-``$objects``, ``$branches``, ``$partitions`` (:mod:`lake_core.introspection`, read at the
+``$objects``, ``$branches``, ``$partitions``, ``$indexes`` (:mod:`lake_core.introspection`, read at the
 name's ``@REF``, or as of the query's ``--as-of``), ``lake$pools`` and ``lake$views`` (the
 catalog version of ``--as-of``, else the latest), and a view lookup: a name that is no pool
 but a view of the latest catalog version reads as the view's SELECT, after checking that the
@@ -19,6 +19,7 @@ from lake_core.introspection import (
     branches_table,
     catalog_snapshot,
     commits_table,
+    indexes_table,
     objects_table,
     partitions_table,
     pools_table,
@@ -45,6 +46,11 @@ def _objects(request: MetaRequest) -> pa.Table:
 def _partitions(request: MetaRequest) -> pa.Table:
     assert request.pool is not None
     return partitions_table(request.pool, request.name.ref, request.as_of)
+
+
+def _indexes(request: MetaRequest) -> pa.Table:
+    assert request.pool is not None
+    return indexes_table(request.pool, request.name.ref, request.as_of)
 
 
 def _branches(request: MetaRequest) -> pa.Table:
@@ -95,7 +101,11 @@ def view_tables(sql: str) -> list[str]:
 def register() -> None:
     """Plug the tables and the view lookup into the resolver (idempotent)."""
     POOL_META_TABLES.update(
-        commits=_commits, objects=_objects, branches=_branches, partitions=_partitions
+        commits=_commits,
+        objects=_objects,
+        branches=_branches,
+        partitions=_partitions,
+        indexes=_indexes,
     )
     LAKE_META_TABLES.update(pools=_lake_table(pools_table), views=_lake_table(views_table))
     if view_lookup not in VIEW_LOOKUPS:

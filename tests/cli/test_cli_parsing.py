@@ -16,7 +16,7 @@ COMMANDS = (
     "'init', 'create', 'ls', 'drop', 'load', 'upsert', 'add', 'status', 'commit', 'query', "
     "'objects', 'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'dedupe', 'retain', "
     "'cleanup', 'vacate', 'purge', 'partitions', 'drop-partition', 'schema', 'count', 'diff', "
-    "'verify', 'catalog', 'view'"
+    "'verify', 'catalog', 'view', 'index'"
 )
 
 USAGE_ERRORS = [
