@@ -1,8 +1,10 @@
 """Asset checks per pool: the live objects exist with their recorded sizes, no object's
-columns conflict with the pool schema, and fragmentation is under the policy's threshold.
+columns conflict with the pool schema, fragmentation is under the policy's threshold, and
+every object the pool's index rules cover is indexed.
 
 Each is a lake_core function (:func:`lake_core.integrity.check_presence`,
-:func:`lake_core.integrity.schema_conflicts`, :func:`lake_core.maintenance.fragmentation`);
+:func:`lake_core.integrity.schema_conflicts`, :func:`lake_core.maintenance.fragmentation`,
+:func:`lake_core.indexes.coverage.unindexed` through :mod:`lake_orchestration.indexing`);
 this module only turns their answers into check results. They read the lake only (one listing
 of the pool's data objects, Parquet footers only for objects whose recorded types differ from
 the pool's), so they are safe to run at any time.
@@ -18,11 +20,13 @@ from lake_core.maintenance import fragmentation
 from lake_core.pool import Pool
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
+from lake_orchestration.indexing import check_indexed
 from lake_orchestration.resources import LakeResource
 
 OBJECTS_EXIST = "objects_exist"
 NO_SCHEMA_CONFLICTS = "no_schema_conflicts"
 FRAGMENTATION = "fragmentation_under_threshold"
+OBJECTS_INDEXED = "objects_indexed"
 _SHOW = 20
 
 
@@ -75,6 +79,8 @@ def _run_check(name: str, pool: Pool, spec: PoolSpec) -> tuple[bool, dict[str, A
         return check_objects(pool, spec.branch)
     if name == NO_SCHEMA_CONFLICTS:
         return check_schema(pool, spec.branch)
+    if name == OBJECTS_INDEXED:
+        return check_indexed(pool, spec.branch)
     return check_fragmentation(pool, spec)
 
 
@@ -90,6 +96,11 @@ def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
         dg.AssetCheckSpec(
             FRAGMENTATION, asset=key, description="overlap and small objects under the policy"
         ),
+        dg.AssetCheckSpec(
+            OBJECTS_INDEXED,
+            asset=key,
+            description="every object the pool's index rules cover is indexed",
+        ),
     ]
 
     @dg.multi_asset_check(specs=specs, name=f"{spec.asset_name}_checks", can_subset=True)
@@ -98,7 +109,7 @@ def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
     ) -> Iterator[dg.AssetCheckResult]:
         pool = lake.pool(spec)
         wanted = {k.name for k in context.selected_asset_check_keys}
-        for name in (OBJECTS_EXIST, NO_SCHEMA_CONFLICTS, FRAGMENTATION):
+        for name in (OBJECTS_EXIST, NO_SCHEMA_CONFLICTS, FRAGMENTATION, OBJECTS_INDEXED):
             if name not in wanted:
                 continue
             if pool is None:
@@ -115,8 +126,9 @@ def build_pool_checks(spec: PoolSpec) -> dg.AssetChecksDefinition:
                 check_name=name,
                 passed=passed,
                 metadata=md,
+                # Fragmentation and unindexed objects slow reads; they lose no data.
                 severity=dg.AssetCheckSeverity.WARN
-                if name == FRAGMENTATION
+                if name in (FRAGMENTATION, OBJECTS_INDEXED)
                 else dg.AssetCheckSeverity.ERROR,
             )
 

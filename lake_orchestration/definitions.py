@@ -1,5 +1,5 @@
-"""The code location `workspace.yaml` loads: pools as assets, with their checks, ingest and
-maintenance jobs, sensors and schedules, built from a pools config.
+"""The code location `workspace.yaml` loads: pools as assets, with their checks, ingest,
+maintenance and index jobs, sensors and schedules, built from a pools config.
 
 :func:`build_definitions` is the factory (tests and other code locations call it with their
 own config and resource). The module-level ``defs`` resolves its settings once, here at the
@@ -28,6 +28,7 @@ from dagster_pyspark import LazyPySparkResource
 from lake_orchestration.assets import asset_key, build_pool_asset
 from lake_orchestration.checks import build_pool_checks
 from lake_orchestration.config import DEFAULT_POOLS_FILE, PoolsConfig, load_pools_config
+from lake_orchestration.indexing import build_index_job, build_index_sensor
 from lake_orchestration.maintenance import build_compact_job, build_retention_job
 from lake_orchestration.resources import LakeResource, S3Settings, ZooKeeperResource
 from lake_orchestration.schedules import build_compaction_schedule, build_retention_schedule
@@ -65,7 +66,9 @@ def build_definitions(config: PoolsConfig, lake: LakeResource) -> dg.Definitions
         )
         compact = build_compact_job(spec)
         retention = build_retention_job(spec)
-        jobs += [ingest, compact, retention]
+        index = build_index_job(spec)
+        jobs += [ingest, compact, retention, index]
+        sensors.append(build_index_sensor(spec, index))
         if spec.landing:
             sensors.append(build_landing_sensor(spec, ingest))
         if spec.maintenance.compaction.sensor_interval_seconds:

@@ -286,6 +286,6 @@ def _applied(result: ApplyResult, remove: bool) -> str:
             f"removed {result.removed} index entries of {result.rule} in commit {result.commit.id}"
         )
     return (
-        f"indexed {result.indexed} object(s) by {result.rule} ({result.bytes} bytes) "
+        f"indexed {result.indexed} object(s) by {result.rule} ({result.bytes:,} bytes) "
         f"in commit {result.commit.id}"
     )

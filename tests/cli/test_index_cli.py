@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -358,3 +361,46 @@ def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: Object
         assert (code, out) == (status, ""), (args, err)
         assert len(err.splitlines()) == 1 and err.startswith(message), (args, err)
         assert lake_state(capsys, L, store) == before, args
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_lines() -> list[str]:
+    """The shell lines of the README's "Search indexes" block, comment-only lines left out."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("\n### Search indexes\n") :]
+    block = re.search(r"^```sh\n(.*?)^```$", section, flags=re.S | re.M)
+    assert block, "the README's search-index section has no sh block"
+    return [x for x in block.group(1).splitlines() if x.strip() and not x.startswith("#")]
+
+
+def test_readme_example_runs_and_says_what_it_shows(
+    lake_uri: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    L = ["--lake", lake_uri]
+    ok(capsys, *L, "init")
+    monkeypatch.chdir(tmp_path)
+    said: dict[str, tuple[str, str]] = {}
+    for line in readme_lines():
+        if not line.startswith("lake "):
+            subprocess.run(["bash", "-c", line], check=True, cwd=tmp_path)
+            continue
+        code, out, err = run(capsys, *L, *shlex.split(line, comments=True)[1:])
+        assert code == 0, (line, err)
+        said[line.split("#")[0].strip()] = (out, err)
+    assert said["lake index create by_user --field user"][0].startswith(
+        "index rule by_user created (catalog version "
+    )
+    assert said["lake index apply -p events by_user"][0].startswith(
+        "indexed 2 object(s) by by_user ("
+    )
+    listed = said["lake index ls -p events"][0].splitlines()
+    assert [row.split()[-1] for row in listed[1:]] == ["unindexed", "unindexed"]
+    out, err = said["""lake query -p events --where "user = 'kim'" --stats"""]
+    assert json.loads(err)["index_objects_pruned"] == 1 and "kim" in out and "zoe" not in out
+    indexes = said["""lake query 'SELECT object, rule, size FROM "events$indexes"'"""][0]
+    assert len(indexes.splitlines()) == 3  # a header and two entries

@@ -27,6 +27,7 @@ from lake_orchestration.checks import (
     FRAGMENTATION,
     NO_SCHEMA_CONFLICTS,
     OBJECTS_EXIST,
+    OBJECTS_INDEXED,
     build_pool_checks,
 )
 from lake_orchestration.config import PoolsConfig, parse_pools_config
@@ -175,7 +176,9 @@ def test_materialize_pool_records_commit_metadata(env: Env, instance: dg.Dagster
     assert pool.config.txn_retention == timedelta(days=90)  # created with the pools file's
     assert commit.meta["landing"]["files"] == ["a.ndjson", "b.ndjson"]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-    assert checks == {OBJECTS_EXIST: True, NO_SCHEMA_CONFLICTS: True, FRAGMENTATION: True}
+    assert checks == {
+        OBJECTS_EXIST: True, NO_SCHEMA_CONFLICTS: True, FRAGMENTATION: True, OBJECTS_INDEXED: True
+    }
 
     # Re-running ingests nothing twice; a new file is picked up alone.
     again = env.job("ingest_events").execute_in_process(instance=instance)
