@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lake_cli.context import LakeContext, pass_lake, say
-from lake_cli.options import argument, format_option, option, pool_option
+from lake_cli.options import argument, complete_pools, format_option, option, pool_option
 from lake_cli.parsing import Choice, LakeGroup, Number
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
@@ -152,6 +152,7 @@ def _rule_json(rule: IndexRule) -> dict[str, Any]:
     "pool",
     metavar="POOL[@REF]",
     help="list this pool's index entries at @BRANCH or @COMMIT-ID (default main)",
+    shell_complete=complete_pools,
 )
 @format_option("table", "json", "csv")
 @pass_lake

@@ -153,6 +153,14 @@ def test_create_apply_query_remove_drop(
         )
     ] == ["n"]
 
+    # The SQL path plans with the same rules.
+    code, out, err = run(
+        capsys, *L, "query", "SELECT ts, user FROM logs WHERE user = 'n'", "-f", "json", "--stats"
+    )
+    assert code == 0, err
+    assert records(out) == [{"ts": 3, "user": "n"}]
+    assert json.loads(err)["logs"]["index_objects_pruned"] == 1
+
     # A new load into the covered pool is indexed in its own commit.
     ok(capsys, *L, "load", "-p", "logs", ndjson(tmp_path / "c.ndjson", [{"ts": 9, "user": "k"}]))
     assert "rows +1 -0; index entries +1 -0" in ok(capsys, *L, "log", "-p", "logs")
