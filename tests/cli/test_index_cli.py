@@ -299,7 +299,7 @@ def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: Object
             2,
             "error: --fpp applies to --kind bloom only",
         ),
-        (["index", "create", "r", "--field", "s"], 2, "error: field 's' of type struct"),
+        (["index", "create", "r", "--field", "s"], 2, "error: field 's' is of type struct"),
         (
             ["index", "create", "r", "--field", "a.b"],
             2,
