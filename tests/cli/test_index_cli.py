@@ -178,6 +178,10 @@ def test_create_apply_query_remove_drop(
         r["status"] for r in records(ok(capsys, *L, "index", "ls", "-p", "logs", "-f", "json"))
     ]
     assert statuses == ["stale"] * 3
+    # Stale entries are still correct, so reads still use them (docs/cli.md says so).
+    code, out, err = run(capsys, *L, "query", "-p", "logs", "--where", "user = 'n'", "--stats")
+    # The third object (user k only) is pruned by its stats first; the index prunes one more.
+    assert code == 0 and json.loads(err)["index_objects_pruned"] == 1, err
     code, out, err = run(
         capsys, *L, "index", "apply", "-p", "logs", "by_user", "--remove", "-f", "json"
     )
