@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lake_cli.context import LakeContext, pass_lake, say
-from lake_cli.options import argument, complete_pools, format_option, option, pool_option
+from lake_cli.options import (
+    argument,
+    complete_pools,
+    format_option,
+    option,
+    pool_option,
+    spark_options,
+)
 from lake_cli.parsing import Choice, LakeGroup, Number
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
@@ -237,7 +244,8 @@ def index_drop(lk: LakeContext, rule: str) -> None:
     epilog="examples:\n"
     "  lake index apply -p logs by_user\n"
     "  lake index apply -p logs@dev by_user ID1 ID2 -f json\n"
-    "  lake index apply -p logs by_user --remove\n",
+    "  lake index apply -p logs by_user --remove\n"
+    "  lake index apply -p logs by_user --spark     # one Spark task per object\n",
 )
 @pool_option("POOL[@BRANCH]")
 @argument("rule", "RULE", "the rule: NAME or NAMESPACE.NAME (of the pool's namespace)")
@@ -250,9 +258,17 @@ def index_drop(lk: LakeContext, rule: str) -> None:
 )
 @option("--remove", is_flag=True, help="remove RULE's index entries (the rule may be dropped)")
 @format_option("table", "json", help="table: one line; json: one object of the counts")
+@spark_options()
 @pass_lake
 def index_apply(
-    lk: LakeContext, pool: str, rule: str, ids: tuple[str, ...], remove: bool, fmt: str
+    lk: LakeContext,
+    pool: str,
+    rule: str,
+    ids: tuple[str, ...],
+    remove: bool,
+    fmt: str,
+    spark: bool,
+    spark_master: str | None,
 ) -> None:
     from lake_cli.progress import count_progress
     from lake_core.indexes.apply import apply_rule, remove_rule
@@ -269,6 +285,11 @@ def index_apply(
         if not held:
             lk.lake().index_rule(rule)  # NotFoundError for a rule that is not there at all
         result = remove_rule(target, rule_name.name, object_ids, branch=branch or MAIN)
+    elif spark or spark_master:
+        from lake_cli.commands import spark as on_spark
+
+        found = lk.lake().index_rule(rule)  # errors before Spark starts
+        result = on_spark.index_apply(target, found, object_ids, branch or MAIN, spark_master)
     else:
         found = lk.lake().index_rule(rule)
         with count_progress("indexing objects", sys.stderr.isatty()) as progress:

@@ -142,6 +142,20 @@ def compact(
         say(line)
 
 
+def index_apply(
+    target: Any, rule: Any, object_ids: list[str] | None, branch: str, master: str | None
+) -> Any:
+    """``lake index apply --spark``: the indexes built by one Spark task per object
+    (:func:`lake_spark.indexes.spark_index_apply`); returns its ApplyResult."""
+    _needs_pyspark()
+    from lake_spark.indexes import spark_index_apply
+
+    if not rule.covers(target.config.name):  # before Spark starts
+        raise UsageError(f"index rule {rule.full_name} does not cover pool {target.name}")
+    with spark_session_for(master, "index apply") as spark:
+        return spark_index_apply(spark, target, rule, object_ids, branch=branch)
+
+
 def cleanup(
     lk: LakeContext,
     pool: str,

@@ -28,6 +28,7 @@ returns None and the caller reads the object unpruned.
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import math
@@ -82,14 +83,27 @@ def _write(
     table: pa.Table, header: dict[str, Any], row_group_size: int, stats: list[str]
 ) -> bytes:
     table = table.replace_schema_metadata({_META: json.dumps(header).encode()})
+    options: dict[str, Any] = {
+        # Dictionaries only where values repeat (row group numbers): an exact index's values
+        # are distinct, and a dictionary page of them only adds bytes.
+        "use_dictionary": [c for c in ("rg",) if c in table.column_names],
+        # Filter bits are random: zstd spends time on them for nothing.
+        "compression": {c: "none" if c == "bits" else "zstd" for c in table.column_names},
+    }
+    value_type = table.schema.field("value").type if "value" in table.column_names else None
+    if value_type is not None and (
+        pa.types.is_large_string(value_type) or pa.types.is_large_binary(value_type)
+    ):
+        # Sorted text shares prefixes: front coding stores each value's new suffix only.
+        options["column_encoding"] = {"value": "DELTA_BYTE_ARRAY"}
     sink = io.BytesIO()
     pq.write_table(
         table,
         sink,
-        compression="zstd",
         row_group_size=max(1, row_group_size),
         write_statistics=stats,  # only where a lookup uses them: the filters' bytes have none
         store_schema=True,
+        **options,
     )
     return sink.getvalue()
 
@@ -241,6 +255,10 @@ def index_row_groups(
     if header.get("kind") != kind or header.get("version") != INDEX_VERSION:
         return None
     wanted = pc.unique(canonical(values)).drop_null()
+    if pa.types.is_floating(wanted.type) and pc.any(pc.is_nan(wanted)).as_py():
+        # Parquet statistics leave NaN out, so an exact lookup of NaN could skip the index
+        # row group holding it: NaN is never decided (the caller reads unpruned).
+        return None
     if len(wanted) == 0:
         return frozenset()
     try:
@@ -276,7 +294,8 @@ def _lookup_exact(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
         hi: Any = st.max
         if isinstance(lo, bytes) and keys and isinstance(keys[0], str):
             lo, hi = lo.decode(), hi.decode()
-        if any(lo <= v <= hi for v in keys):
+        i = bisect.bisect_left(keys, lo)  # the smallest key >= lo: O(log n) for long IN lists
+        if i < len(keys) and keys[i] <= hi:
             groups.append(g)
     if not groups:
         return frozenset()

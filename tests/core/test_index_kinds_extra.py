@@ -279,3 +279,10 @@ def test_hash64_is_positional_and_spreads() -> None:
     assert len(np.unique(whole & np.uint64(0xFFFFFFFF))) > 49_000
     assert len(np.unique(whole >> np.uint64(32))) > 49_000
     assert hashing.fingerprint() == hashing.fingerprint()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nan_lookups_are_not_decided(kind: str) -> None:
+    """Parquet statistics leave NaN out: an exact index row group [1.0, NaN] has max 1.0."""
+    data = build_index(kind, [pa.array([1.0, float("nan")]), pa.array([2.0])])
+    assert index_row_groups(kind, data, pa.array([float("nan")])) is None

@@ -106,3 +106,33 @@ def test_spark_load_and_compaction_index_in_their_tasks(
     rows = pa.Table.from_batches(list(scan.batches()), schema=scan.out_schema)
     got = sorted(zip(rows["ts"].to_pylist(), rows["user"].to_pylist(), strict=True))
     assert got == _expected(tables, NEEDLE)
+
+
+def test_cli_index_apply_on_spark(tmp_path: Any) -> None:
+    """``lake index apply --spark`` as a user runs it (its own process and Spark session): the
+    same line as the local path; a rule that does not cover the pool is refused before Spark."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from lake_core import LakeConfig
+
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri))
+    pool, _ = _pool(lake)
+    lake.create_index_rule("by_user", "user", pools=["logs"])
+    lake.create_pool("other", "ts:asc")
+    env = {**os.environ, "LAKE_ROOT": uri, "LAKE_SPARK_MASTER": "local[1]"}
+
+    def lake_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "lake_cli", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+    out = lake_cli("index", "apply", "--spark", "-p", "logs", "by_user", "-f", "json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["indexed"], result["skipped"]) == (4, 0) and result["commit"]
+    check_index_invariant(lake.pool("logs"))
+    refused = lake_cli("index", "apply", "--spark", "-p", "other", "by_user")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: index rule by_user")
