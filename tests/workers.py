@@ -81,25 +81,30 @@ def crash_writer(uri: str, pool: str, worker: int) -> None:
     """Load forever, printing ``committed <id> <i>`` after each acknowledged commit; the test
     kills this process with SIGKILL at a random moment.
 
-    Start-up (imports, opening the lake, warm-up) only reads; then it prints ``ready`` and
-    waits for a line on stdin before the first load, so the test can start the next writer
-    while it still checks the lake the previous one left (nothing writes meanwhile)."""
+    The test paces start-up through stdin, so the next writer can start while the last one
+    still loads and the test checks what it left: imports, the store's client and a Parquet
+    warm-up touch no lake; on ``open`` it opens the lake and reads the tip (reads only), then
+    prints ``ready``; on ``go`` it loads."""
     import io
 
     import pyarrow.parquet as pq
 
     import lake_core.writer  # noqa: F401 - imported before "ready", as a long-lived writer has
+    from lake_core.stores import open_store
 
-    lake = Lake.open(LakeConfig(uri=uri, user="crasher"))
-    p = lake.pool(pool)
+    store = open_store(uri)  # builds the client; sends no request
     # Warm up what the first load would otherwise pay for after "ready" (imports, Parquet
     # encoding, the tip): the random kills should fall on loads, not on start-up — on a busy
     # machine a cold first load outlasted every kill delay and the test proved nothing.
     pq.write_table(rows_for(worker, 0), io.BytesIO())
+    if sys.stdin.readline().strip() != "open":  # after the last writer's kill
+        return  # stdin closed: the test ended (failed) before this trial
+    lake = Lake.open(LakeConfig(uri=uri, user="crasher"), store=store)
+    p = lake.pool(pool)
     p.snapshot(p.tip())
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":  # the kill delay runs from "go"
-        return  # stdin closed: the test ended (failed) before this trial
+        return
     i = 0
     while True:
         c = load(p, [rows_for(worker, i, n=50)], message=f"crash {worker} {i}")

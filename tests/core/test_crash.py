@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _spawn_writer(uri: str, worker: int) -> subprocess.Popen[str]:
-    """A writer that starts up (reading only) and waits for "go" on stdin before loading."""
+    """A writer that imports, then waits for "open" and "go" on stdin (see crash_writer)."""
     return subprocess.Popen(
         [sys.executable, "-m", "tests.workers", uri, "crash", str(worker)],
         cwd=ROOT,
@@ -31,6 +31,12 @@ def _spawn_writer(uri: str, worker: int) -> subprocess.Popen[str]:
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+def _tell(proc: subprocess.Popen[str], line: str) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
 
 
 def _check(
@@ -63,30 +69,36 @@ def test_sigkill_during_loads_leaves_lake_consistent(lake: Lake, lake_uri: str) 
     rng = random.Random(20261121)
     acknowledged: dict[str, tuple[int, int]] = {}
     intact: set[str] = set()  # objects checked already (immutable; all re-checked at the end)
+    # Writer N+1 imports while writer N loads, and opens the lake (reads only) while the
+    # test checks what writer N left; it loads only on "go". Nothing else writes meanwhile.
     proc = _spawn_writer(lake_uri, 0)
+    _tell(proc, "open")
+    following: subprocess.Popen[str] | None = None
     try:
         for trial in range(TRIALS):
-            assert proc.stdin is not None and proc.stdout is not None
+            assert proc.stdout is not None
             ready = proc.stdout.readline().strip()
             assert ready == "ready", proc.stderr.read() if proc.stderr else ""
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-            time.sleep(rng.uniform(0.0, 0.4))
+            _tell(proc, "go")
+            kill_at = time.monotonic() + rng.uniform(0.0, 0.4)
+            following = _spawn_writer(lake_uri, trial + 1) if trial + 1 < TRIALS else None
+            time.sleep(max(0.0, kill_at - time.monotonic()))
             proc.send_signal(signal.SIGKILL)
             out, _ = proc.communicate(timeout=30)
             for line in out.splitlines():
                 if line.startswith("committed "):
                     _, cid, i = line.split()
                     acknowledged[cid] = (trial, int(i))
-            if trial + 1 < TRIALS:
-                # The next writer starts up (imports, open, warm-up: reads only; it loads
-                # only on "go") while this trial's checks run: nothing writes meanwhile.
-                proc = _spawn_writer(lake_uri, trial + 1)
+            if following is not None:
+                _tell(following, "open")
             _check(lake_uri, trial, acknowledged, intact)
+            if following is not None:
+                proc, following = following, None
     finally:
-        if proc.poll() is None:  # a check failed: the next writer must not outlive the test
-            proc.kill()
-            proc.communicate(timeout=30)
+        for p in (proc, following):  # a check failed: no writer may outlive the test
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.communicate(timeout=30)
     assert len(acknowledged) > 0, "the writer never got a commit in: the test proved nothing"
     # Every live object once more: none that an earlier check passed was damaged since.
     assert_objects_intact(Lake.open(LakeConfig(uri=lake_uri)).pool("crash"))
