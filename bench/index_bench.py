@@ -22,7 +22,8 @@ Index bytes: the index objects' total size over the data objects'. Lookups: ``--
 existing values of each column (and as many absent ones), every side reading every column of
 the matching rows; per lookup the wall time (median over rounds) and, for lakepool, the bytes
 of the row groups read (``--stats``' ``bytes_read``: column chunks of the rows groups opened,
-compressed) — the same scan on the stats-only pool gives the ratio. Prints one markdown section
+compressed) plus the bytes of index objects the lookup read (``index_bytes_read``: footers and
+index row groups) — the same scan on the stats-only pool gives the ratio. Prints one markdown section
 (progress on stderr) and the raw numbers to ``bench/out/index-sf<SF>.json``.
 """
 
@@ -212,18 +213,21 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
         )
     out += [
         "",
-        "| pool | value | rows | bytes read: index / stats-only | fewer | time: index / "
+        "| pool | value | rows | bytes read: data + index / stats-only | fewer | time: index / "
         "stats-only / deltalake |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for name, entry in results["pools"].items():
         for lk in entry["lookups"]:
-            bi, bs = lk["stats"]["index"]["bytes_read"], lk["stats"]["stats"]["bytes_read"]
+            ix_stats = lk["stats"]["index"]
+            data_read, index_read = ix_stats["bytes_read"], ix_stats.get("index_bytes_read", 0)
+            bi, bs = data_read + index_read, lk["stats"]["stats"]["bytes_read"]
             s = lk["seconds"]
             fewer = f"{bs / bi:,.0f}×" if bi else "all"
             label = str(lk["value"]) + ("" if lk["present"] else " (absent)")
             out.append(
-                f"| {name} | {label[:32]} | {lk['rows']} | {_mb(bi)} / {_mb(bs)} | {fewer} | "
+                f"| {name} | {label[:32]} | {lk['rows']} | {_mb(data_read)} + {_mb(index_read)} "
+                f"/ {_mb(bs)} | {fewer} | "
                 f"{s['index'] * 1000:.0f} / {s['stats'] * 1000:.0f} / {s['delta'] * 1000:.0f} ms |"
             )
     return "\n".join(out)

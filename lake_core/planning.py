@@ -84,6 +84,8 @@ class ReadStats:
     #: :meth:`to_json`) when no index took part in the plan.
     index_objects_pruned: int | None = None
     index_row_groups_pruned: int | None = None
+    #: Bytes of index objects the index rule read to decide (footers and index row groups).
+    index_bytes_read: int | None = None
 
     def to_json(self) -> dict[str, int]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -150,6 +152,8 @@ class Pruner:
     """
 
     name = "pruner"
+    #: Bytes the rule fetched to decide (an index's lookups); 0 for rules that read nothing.
+    bytes_read = 0
 
     def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
         """A vectorised pre-filter: the objects that may survive :meth:`keep_object`, or None
@@ -293,6 +297,7 @@ def plan_read(
     if INDEX_RULE in pruned:
         stats.index_objects_pruned = pruned[INDEX_RULE].objects
         stats.index_row_groups_pruned = 0
+        stats.index_bytes_read = sum(rule.bytes_read for rule in pruners)
     return ReadPlan(schema, predicate, chosen, pruners, stats, pruned)
 
 

@@ -12,12 +12,16 @@ with Parquet statistics: a lookup reads the footer, then only the index row grou
 min/max can hold one of the values (an index row group without statistics is always read).
 Its answer is exact: the row groups holding the value, no more.
 
-``bloom``: one row per data row group: ``rg`` (int32), ``k`` (int32, hash functions), ``m``
-(int64, bits) and ``bits`` (large_binary, little-endian bit order), a standard Bloom filter over
-the 64-bit hashes of the row group's distinct non-null canonical values, sized for that count
-at the rule's false-positive rate ``p``: ``m = ceil(-n ln p / ln² 2)`` rounded up to a multiple
-of 64, ``k = max(1, round(m / n · ln 2))``; bit ``i`` of a value with hash ``h`` is
+``bloom``: the values of a row group are split into ``2**b`` buckets by the top ``b`` bits of
+their 64-bit hash (``bucket_bits`` in the header, chosen by the object's size:
+:func:`bloom_bucket_bits`); one row per (bucket, data row group), one Parquet row group per
+bucket: ``bucket``, ``rg`` (int32), ``k`` (int32, hash functions), ``m`` (int64, bits) and
+``bits`` (large_binary, little-endian bit order, uncompressed), a standard Bloom filter over the
+hashes of the row group's distinct non-null canonical values in that bucket, sized for their
+count at the rule's false-positive rate ``p``: ``m = ceil(-n ln p / ln² 2)`` rounded up to a
+multiple of 64, ``k = max(1, round(m / n · ln 2))``; bit ``i`` of a value with hash ``h`` is
 ``(h1 + i·h2) mod m`` with ``h1`` the low 32 bits of ``h`` and ``h2`` the high 32 bits, odd.
+A lookup reads the footer and the Parquet row groups of its values' buckets only.
 "No" is certain; "maybe" is wrong for an absent value with probability about ``p`` per row group.
 A row group without a non-null value has ``m = 0`` and answers "no".
 
@@ -52,6 +56,11 @@ _META = INDEX_FORMAT.encode()
 #: Entries per index row group of an exact index: small enough that a lookup of one value
 #: reads little, large enough that the footer stays small.
 EXACT_GROUP_ROWS = 32 * 1024
+#: A bloom index splits its values into 2**b buckets by the top b bits of their hash, one
+#: Parquet row group per bucket, with about this many values or more per bucket and row group:
+#: a lookup reads only its values' buckets (a 64th of the filters of a large object).
+BLOOM_BUCKET_VALUES = 1024
+MAX_BUCKET_BITS = 6
 
 __all__ = [
     "BLOOM",
@@ -175,6 +184,20 @@ def _positions(hashes: np.ndarray[Any, Any], m: int, k: int) -> np.ndarray[Any, 
     return (h1[:, None] + steps[None, :] * h2[:, None]) % np.uint64(m)
 
 
+def bloom_bucket_bits(distinct_per_row_group: float) -> int:
+    """How many top hash bits pick a value's bucket: enough that a lookup reads a small part
+    of the filters, few enough that each bucket's filter per row group holds about
+    :data:`BLOOM_BUCKET_VALUES` values or more (0: one bucket, small objects)."""
+    buckets = int(distinct_per_row_group // BLOOM_BUCKET_VALUES)
+    return 0 if buckets < 2 else min(MAX_BUCKET_BITS, buckets.bit_length() - 1)
+
+
+def _bucket_of(hashes: np.ndarray[Any, Any], bits: int) -> np.ndarray[Any, Any]:
+    if bits == 0:
+        return np.zeros(len(hashes), dtype=np.int64)
+    return (hashes >> np.uint64(64 - bits)).astype(np.int64)
+
+
 def _build_bloom(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], fpp: float) -> bytes:
     if not (0.0 < fpp < 0.5):
         raise UsageError(f"a bloom index's false-positive rate is between 0 and 0.5, not {fpp}")
@@ -183,23 +206,38 @@ def _build_bloom(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], fpp
     # One hash call for the whole object: DuckDB's per-call cost is paid once.
     nonempty = [d for d in distinct if len(d)]
     hashes = hash64(pa.concat_arrays(nonempty)) if nonempty else np.zeros(0, np.uint64)
-    ks, ms, bits = [], [], []
-    start = 0
-    for n in counts:
-        m, k = _bloom_size(n, fpp)
-        filt = np.zeros(m, dtype=bool)
-        if n:
-            filt[_positions(hashes[start : start + n], m, k).ravel()] = True
-        start += n
-        ks.append(k)
-        ms.append(m)
-        bits.append(np.packbits(filt, bitorder="little").tobytes())
+    bits_for_bucket = bloom_bucket_bits(sum(counts) / max(1, len(counts)))
+    nbuckets = 1 << bits_for_bucket
+    buckets = _bucket_of(hashes, bits_for_bucket)
+    starts = np.cumsum([0, *counts])
+    cols: dict[str, list[Any]] = {"bucket": [], "rg": [], "k": [], "m": [], "bits": []}
+    # Per row group, its hashes by bucket (a stable sort keeps them grouped cheaply).
+    split: list[list[np.ndarray[Any, Any]]] = []
+    for rg in range(len(counts)):
+        h = hashes[starts[rg] : starts[rg + 1]]
+        b = buckets[starts[rg] : starts[rg + 1]]
+        order = np.argsort(b, kind="stable")
+        edges = np.searchsorted(b[order], np.arange(nbuckets + 1))
+        split.append([h[order][edges[i] : edges[i + 1]] for i in range(nbuckets)])
+    for bucket in range(nbuckets):
+        for rg in range(len(counts)):
+            h = split[rg][bucket]
+            m, k = _bloom_size(len(h), fpp)
+            filt = np.zeros(m, dtype=bool)
+            if len(h):
+                filt[_positions(h, m, k).ravel()] = True
+            cols["bucket"].append(bucket)
+            cols["rg"].append(rg)
+            cols["k"].append(k)
+            cols["m"].append(m)
+            cols["bits"].append(np.packbits(filt, bitorder="little").tobytes())
     table = pa.table(
         {
-            "rg": pa.array(np.arange(len(counts), dtype=np.int32)),
-            "k": pa.array(ks, pa.int32()),
-            "m": pa.array(ms, pa.int64()),
-            "bits": pa.array(bits, pa.large_binary()),
+            "bucket": pa.array(cols["bucket"], pa.int32()),
+            "rg": pa.array(cols["rg"], pa.int32()),
+            "k": pa.array(cols["k"], pa.int32()),
+            "m": pa.array(cols["m"], pa.int64()),
+            "bits": pa.array(cols["bits"], pa.large_binary()),
         }
     )
     header = {
@@ -210,8 +248,10 @@ def _build_bloom(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], fpp
         "entries": sum(counts),
         "fpp": fpp,
         "fingerprint": fingerprint(),
+        "bucket_bits": bits_for_bucket,
     }
-    return _write(table, header, max(1, len(counts)), ["rg"])
+    # One Parquet row group per bucket: a lookup reads the footer and its values' buckets.
+    return _write(table, header, max(1, len(counts)), ["bucket", "rg"])
 
 
 def _open(source: pa.NativeFile | bytes) -> tuple[pq.ParquetFile, dict[str, Any]]:
@@ -244,14 +284,33 @@ def describe(source: pa.NativeFile | bytes) -> IndexInfo:
         raise CorruptObjectError("index", f"malformed index header ({e})") from None
 
 
+def _bytes_of(pf: pq.ParquetFile, groups: Sequence[int]) -> int:
+    """The bytes a reader fetches for ``groups`` of ``pf``: their column chunks and the footer."""
+    meta = pf.metadata
+    chunks = sum(
+        meta.row_group(g).column(c).total_compressed_size
+        for g in groups
+        for c in range(meta.num_columns)
+    )
+    return chunks + meta.serialized_size + 8
+
+
 def index_row_groups(
-    kind: str, source: pa.NativeFile | bytes, values: pa.Array[Any]
+    kind: str,
+    source: pa.NativeFile | bytes,
+    values: pa.Array[Any],
+    *,
+    read: list[int] | None = None,
 ) -> frozenset[int] | None:
     """The data row groups that may hold one of ``values`` (literals already cast to the
     column's type; nulls ignored: ``=`` and IN never match a null), or None when this index
     cannot answer (another kind or hash fingerprint, a newer version). Reads as little of
-    ``source`` as it can. CorruptObjectError for bytes that are not an index object."""
+    ``source`` as it can; ``read`` (if given) gets the bytes it needed appended (the footer and
+    the column chunks of the index row groups read). CorruptObjectError for bytes that are not
+    an index object."""
     pf, header = _open(source)
+    if read is not None:
+        read.append(pf.metadata.serialized_size + 8)
     if header.get("kind") != kind or header.get("version") != INDEX_VERSION:
         return None
     wanted = pc.unique(canonical(values)).drop_null()
@@ -263,17 +322,19 @@ def index_row_groups(
         return frozenset()
     try:
         if kind == EXACT:
-            return _lookup_exact(pf, wanted)
+            return _lookup_exact(pf, wanted, read)
         if kind == BLOOM:
             if header.get("fingerprint") != fingerprint():
                 return None
-            return _lookup_bloom(pf, wanted)
+            return _lookup_bloom(pf, wanted, header, read)
     except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
         raise CorruptObjectError("index", f"malformed index object ({e})") from None
     return None
 
 
-def _lookup_exact(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
+def _lookup_exact(
+    pf: pq.ParquetFile, wanted: pa.Array[Any], read: list[int] | None = None
+) -> frozenset[int]:
     meta = pf.metadata
     if meta.num_rows == 0:
         return frozenset()
@@ -299,38 +360,60 @@ def _lookup_exact(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
             groups.append(g)
     if not groups:
         return frozenset()
+    if read is not None:
+        read.append(_bytes_of(pf, groups) - pf.metadata.serialized_size - 8)
     table = pf.read_row_groups(groups, columns=["value", "rg"])
     hits = table.filter(pc.is_in(table.column("value"), value_set=wanted))
     rgs: list[Any] = pc.unique(hits.column("rg")).to_pylist()
     return frozenset(int(x) for x in rgs)
 
 
-def _lookup_bloom(pf: pq.ParquetFile, wanted: pa.Array[Any]) -> frozenset[int]:
-    rgs, maybe = _bloom_matrix(pf, wanted)
+def _lookup_bloom(
+    pf: pq.ParquetFile,
+    wanted: pa.Array[Any],
+    header: dict[str, Any],
+    read: list[int] | None = None,
+) -> frozenset[int]:
+    rgs, maybe = _bloom_matrix(pf, wanted, header, read)
     hits: list[bool] = np.asarray(maybe.any(axis=0), dtype=bool).tolist()
     return frozenset(rg for rg, hit in zip(rgs, hits, strict=True) if hit)
 
 
 def _bloom_matrix(
-    pf: pq.ParquetFile, wanted: pa.Array[Any]
+    pf: pq.ParquetFile, wanted: pa.Array[Any], header: dict[str, Any], read: list[int] | None = None
 ) -> tuple[list[int], np.ndarray[Any, Any]]:
-    """The row groups of a bloom index, and for each of ``wanted`` (canonical, distinct) and
-    each row group whether the filter says "maybe": shape (len(wanted), row groups)."""
-    table = pf.read(columns=["rg", "k", "m", "bits"])
+    """The data row groups of a bloom index, and for each of ``wanted`` (canonical) and each
+    row group whether the filter of the value's bucket says "maybe": shape (len(wanted),
+    row groups). Reads only the Parquet row groups of the buckets the values fall in."""
+    n_rgs = int(header["row_groups"])
+    maybe = np.zeros((len(wanted), n_rgs), dtype=bool)
+    if n_rgs == 0 or len(wanted) == 0:
+        return [], maybe
     hashes = hash64(wanted)
-    rgs: list[int] = [int(x or 0) for x in table.column("rg").to_pylist()]
-    ks: list[int] = [int(x or 0) for x in table.column("k").to_pylist()]
-    ms: list[int] = [int(x or 0) for x in table.column("m").to_pylist()]
-    blobs: list[bytes] = [x or b"" for x in table.column("bits").to_pylist()]
-    maybe = np.zeros((len(wanted), len(rgs)), dtype=bool)
-    for j, (k, m, blob) in enumerate(zip(ks, ms, blobs, strict=True)):
-        if not m:
-            continue
-        packed = np.frombuffer(blob, dtype=np.uint8)
-        pos = _positions(hashes, m, k)
-        set_bits = (packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
-        maybe[:, j] = np.all(set_bits == 1, axis=1)
-    return rgs, maybe
+    buckets = _bucket_of(hashes, int(header.get("bucket_bits", 0)))
+    for bucket in sorted({int(b) for b in buckets}):
+        if bucket >= pf.metadata.num_row_groups:
+            raise ValueError(f"bucket {bucket} of {pf.metadata.num_row_groups}")
+        part = pf.read_row_group(bucket, columns=["rg", "k", "m", "bits"])
+        if read is not None:
+            read.append(_bytes_of(pf, [bucket]) - pf.metadata.serialized_size - 8)
+        rows = np.flatnonzero(buckets == bucket)
+        for rg, k, m, blob in zip(
+            part.column("rg").to_pylist(),
+            part.column("k").to_pylist(),
+            part.column("m").to_pylist(),
+            part.column("bits").to_pylist(),
+            strict=True,
+        ):
+            if not m or rg is None or k is None or blob is None:
+                if m is None or rg is None:
+                    raise ValueError("a bloom filter row without its size or row group")
+                continue
+            packed = np.frombuffer(blob, dtype=np.uint8)
+            pos = _positions(hashes[rows], int(m), int(k))
+            set_bits = (packed[pos >> np.uint64(3)] >> (pos & np.uint64(7)).astype(np.uint8)) & 1
+            maybe[rows, int(rg)] = np.all(set_bits == 1, axis=1)
+    return list(range(n_rgs)), maybe
 
 
 def bloom_answers(source: pa.NativeFile | bytes, values: pa.Array[Any]) -> np.ndarray[Any, Any]:
@@ -341,4 +424,4 @@ def bloom_answers(source: pa.NativeFile | bytes, values: pa.Array[Any]) -> np.nd
     pf, header = _open(source)
     if header.get("kind") != BLOOM or header.get("fingerprint") != fingerprint():
         raise CorruptObjectError("index", "not a bloom index of this lakepool's hash")
-    return _bloom_matrix(pf, canonical(values))[1]
+    return _bloom_matrix(pf, canonical(values), header)[1]

@@ -90,9 +90,10 @@ class IndexPruner(Pruner):
                 self.entries.setdefault(m.object, []).append(m)
         #: object id → the row groups that may match (absent: not decided by an index).
         self.kept: dict[str, frozenset[int]] = {}
-        #: Index objects consulted and their total size (an upper bound of bytes fetched).
+        #: Index objects consulted, and the bytes of them the lookups needed (footers and the
+        #: index row groups read; a reader's read-ahead may fetch a little more).
         self.index_objects_read = 0
-        self.index_bytes = 0
+        self.bytes_read = 0
 
     @property
     def active(self) -> bool:
@@ -109,7 +110,7 @@ class IndexPruner(Pruner):
                 results = list(ex.map(self._decide, todo))
         for obj, (kept, read, size) in zip(todo, results, strict=True):
             self.index_objects_read += read
-            self.index_bytes += size
+            self.bytes_read += size
             if kept is not None:
                 self.kept[obj.id] = kept
 
@@ -125,15 +126,19 @@ class IndexPruner(Pruner):
             if stored is None or stored.type != str(self.schema.field(meta.field).type):
                 continue  # the object holds another type of the field: values would not match
             key = index_key(self.pool_id, meta)
+            fetched: list[int] = []
             try:
                 groups = index_row_groups(
-                    meta.kind, open_source(self.store, key, meta.size), self.values[meta.field]
+                    meta.kind,
+                    open_source(self.store, key, meta.size),
+                    self.values[meta.field],
+                    read=fetched,
                 )
             except (LakeError, OSError, pa.ArrowException) as e:
                 log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
                 continue
             read += 1
-            size += meta.size
+            size += min(meta.size, sum(fetched))
             if groups is None:
                 continue
             kept = groups if kept is None else kept & groups
@@ -146,11 +151,3 @@ class IndexPruner(Pruner):
     def keep_row_group(self, group: RowGroupView) -> bool:
         kept = self.kept.get(group.obj.id)
         return kept is None or group.index in kept
-
-
-def pruned_counts(rules: Sequence[Pruner]) -> dict[str, Any]:
-    """What the index rule among ``rules`` consulted (for ``--stats``); empty without one."""
-    for rule in rules:
-        if isinstance(rule, IndexPruner):
-            return {"index_objects_read": rule.index_objects_read, "index_bytes": rule.index_bytes}
-    return {}

@@ -286,3 +286,21 @@ def test_nan_lookups_are_not_decided(kind: str) -> None:
     """Parquet statistics leave NaN out: an exact index row group [1.0, NaN] has max 1.0."""
     data = build_index(kind, [pa.array([1.0, float("nan")]), pa.array([2.0])])
     assert index_row_groups(kind, data, pa.array([float("nan")])) is None
+
+
+def test_bloom_lookup_reads_only_its_values_buckets() -> None:
+    """A large object's bloom index is split into hash buckets: a lookup of one value reads
+    the footer and one bucket's filters, a small part of the index, and still finds it."""
+    from lake_core.indexes.kinds import MAX_BUCKET_BITS, describe
+
+    rng = np.random.default_rng(3)
+    values = rng.choice(10**12, 8 * 100_000, replace=False)
+    groups = [pa.array(values[i : i + 100_000]) for i in range(0, len(values), 100_000)]
+    data = build_index(BLOOM, groups)
+    assert pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups == 1 << MAX_BUCKET_BITS
+    assert describe(data).row_groups == 8
+    for probe in (int(values[5]), int(values[450_000])):
+        f = _Counting(data)
+        got = index_row_groups(BLOOM, pa.PythonFile(f, mode="r"), pa.array([probe]))
+        assert got is not None and int(np.nonzero(values == probe)[0][0]) // 100_000 in got
+        assert f.read_bytes < len(data) / 10, (f.read_bytes, len(data))
