@@ -215,10 +215,11 @@ def _build_bloom(row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], fpp
     split: list[list[np.ndarray[Any, Any]]] = []
     for rg in range(len(counts)):
         h = hashes[starts[rg] : starts[rg + 1]]
-        b = buckets[starts[rg] : starts[rg + 1]]
-        order = np.argsort(b, kind="stable")
+        b = buckets[starts[rg] : starts[rg + 1]].astype(np.uint8)  # < 2**MAX_BUCKET_BITS
+        order = np.argsort(b, kind="stable")  # a radix sort for 8-bit keys
         edges = np.searchsorted(b[order], np.arange(nbuckets + 1))
-        split.append([h[order][edges[i] : edges[i + 1]] for i in range(nbuckets)])
+        grouped = h[order]
+        split.append([grouped[edges[i] : edges[i + 1]] for i in range(nbuckets)])
     for bucket in range(nbuckets):
         for rg in range(len(counts)):
             h = split[rg][bucket]
