@@ -21,13 +21,8 @@ from lake_core.pool import Pool
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.resources import LakeResource
+from lake_orchestration.sensors import request_unless_running
 
-_ACTIVE = [
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-]
 #: How often the index sensor looks at the pool's tip and rules (seconds).
 SENSOR_INTERVAL = 120
 
@@ -134,20 +129,13 @@ def build_index_sensor(spec: PoolSpec, job: dg.JobDefinition) -> dg.SensorDefini
         passed, _ = check_indexed(pool, spec.branch)
         if passed:
             return dg.SensorResult(skip_reason="every object is indexed", cursor=state)
-        active = context.instance.get_runs(
-            filters=dg.RunsFilter(job_name=index_job_name(spec), statuses=_ACTIVE), limit=1
-        )
-        if active:
-            # Keep the cursor: look again once that run is done.
-            return dg.SensorResult(skip_reason=f"indexing {active[0].run_id} in progress")
-        return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(
-                    run_key=f"{spec.asset_name}:index:{state}",
-                    tags={"lake/pool": spec.name, "lake/trigger": "unindexed"},
-                )
-            ],
-            cursor=state,
+        return request_unless_running(
+            context,
+            index_job_name(spec),
+            "indexing",
+            f"{spec.asset_name}:index:{state}",
+            {"lake/pool": spec.name, "lake/trigger": "unindexed"},
+            state,
         )
 
     return index_sensor

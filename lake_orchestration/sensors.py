@@ -36,6 +36,27 @@ _ACTIVE = [
 ]
 
 
+def request_unless_running(
+    context: dg.SensorEvaluationContext,
+    job_name: str,
+    what: str,
+    run_key: str,
+    tags: dict[str, str],
+    cursor: str,
+) -> dg.SensorResult:
+    """A maintenance sensor's request: run ``job_name`` (moving the cursor to ``cursor``)
+    unless a run of it is queued or going; then skip and keep the cursor, so the sensor looks
+    again once that run is done. ``what`` names the job in the skip reason."""
+    active = context.instance.get_runs(
+        filters=dg.RunsFilter(job_name=job_name, statuses=_ACTIVE), limit=1
+    )
+    if active:
+        return dg.SensorResult(skip_reason=f"{what} {active[0].run_id} in progress")
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor
+    )
+
+
 def landing_sensor_name(spec: PoolSpec) -> str:
     return f"{spec.asset_name}_landing"
 
@@ -163,20 +184,13 @@ def build_fragmentation_sensor(spec: PoolSpec, job: dg.JobDefinition) -> dg.Sens
             return dg.SensorResult(
                 skip_reason=f"fragmentation under threshold: {frag.to_json()}", cursor=tip
             )
-        active = context.instance.get_runs(
-            filters=dg.RunsFilter(job_name=compact_job_name(spec), statuses=_ACTIVE), limit=1
-        )
-        if active:
-            # Keep the cursor: look again once that compaction is done.
-            return dg.SensorResult(skip_reason=f"compaction {active[0].run_id} in progress")
-        return dg.SensorResult(
-            run_requests=[
-                dg.RunRequest(
-                    run_key=f"{spec.asset_name}:compact:{tip}",
-                    tags={"lake/pool": spec.name, "lake/trigger": "fragmentation"},
-                )
-            ],
-            cursor=tip,
+        return request_unless_running(
+            context,
+            compact_job_name(spec),
+            "compaction",
+            f"{spec.asset_name}:compact:{tip}",
+            {"lake/pool": spec.name, "lake/trigger": "fragmentation"},
+            tip,
         )
 
     return fragmentation_sensor

@@ -66,6 +66,27 @@ def _targets(live: Sequence[ObjectMeta], object_ids: Sequence[str] | None) -> li
     return [by_id[i] for i in dict.fromkeys(object_ids)]
 
 
+def _index_commit(
+    pool: Pool, branch: str, author: str | None, message: str, **changes: Any
+) -> Commit | None:
+    """The one commit of an apply or a removal (``changes``: ``index_adds`` or
+    ``index_deletes``, and a ``guard``): only index actions, ``kind: index``, layout only;
+    None when, against the tip it lands on, nothing is left to do."""
+    try:
+        return pool.commit(
+            branch,
+            [],
+            [],
+            author=author,
+            message=message,
+            extra={"kind": "index", "layout_only": True},
+            index=False,
+            **changes,
+        )
+    except EmptyTransactionError:
+        return None
+
+
 def apply_rule(
     pool: Pool,
     rule: IndexRule,
@@ -108,19 +129,15 @@ def apply_rule(
                 progress(start + len(chunk), len(todo))
     if not metas:
         return ApplyResult(pool.name, rule.full_name, None, skipped=skipped + len(todo))
-    try:
-        landed = pool.commit(
-            branch,
-            [],
-            [],
-            author=author,
-            message=f"index {len(metas)} object(s) by rule {rule.full_name}",
-            extra={"kind": "index", "layout_only": True},
-            index_adds=metas,
-            index=False,
-            guard=guard,
-        )
-    except EmptyTransactionError:
+    landed = _index_commit(
+        pool,
+        branch,
+        author,
+        f"index {len(metas)} object(s) by rule {rule.full_name}",
+        guard=guard,
+        index_adds=metas,
+    )
+    if landed is None:
         return ApplyResult(pool.name, rule.full_name, None, skipped=len(targets))
     added = landed.index_adds()
     return ApplyResult(
@@ -155,17 +172,13 @@ def remove_rule(
     ]
     if not slots:
         return ApplyResult(pool.name, rule_name, None)
-    try:
-        landed = pool.commit(
-            branch,
-            [],
-            [],
-            author=author,
-            message=f"remove the index entries of rule {rule_name} from {len(slots)} object(s)",
-            extra={"kind": "index", "layout_only": True},
-            index_deletes=slots,
-            index=False,
-        )
-    except EmptyTransactionError:
+    landed = _index_commit(
+        pool,
+        branch,
+        author,
+        f"remove the index entries of rule {rule_name} from {len(slots)} object(s)",
+        index_deletes=slots,
+    )
+    if landed is None:
         return ApplyResult(pool.name, rule_name, None)
     return ApplyResult(pool.name, rule_name, landed, removed=len(landed.index_deletes()))
