@@ -4,7 +4,6 @@ lost, and no stray file is left behind."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +18,7 @@ from lake_core.names import PoolName
 from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig
 from lake_core.stores import ObjectStore
+from tests import processes
 
 WORKERS = 8
 ROUNDS = 3
@@ -97,7 +97,7 @@ def test_eight_processes_create_and_alter_pools_concurrently(
     setup_version = lake.catalog.latest_version()
     assert setup_version == 1
 
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     barrier = ctx.Barrier(WORKERS)
     out = ctx.Queue()
     procs = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from collections import Counter
 
 import pyarrow as pa
@@ -14,6 +13,7 @@ from lake_core.loading import load
 from lake_core.maintenance import compact, fragmentation, plan_compaction
 from lake_core.objects import ObjectMeta
 from lake_core.stats import ColumnMeta
+from tests import processes
 from tests.lakecheck import assert_objects_intact
 from tests.workers import rows_for
 
@@ -147,7 +147,7 @@ def test_compaction_racing_a_delete_aborts_and_removes_its_objects(lake: Lake) -
 @pytest.mark.slow
 def test_loads_racing_compaction_keep_every_row_once(lake: Lake, lake_uri: str) -> None:
     lake.create_pool("lr", "ts:asc", target_size=200_000)
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     out, stop = ctx.Queue(), ctx.Event()
     compactor = ctx.Process(target=_compact_loop, args=(lake_uri, None, "lr", stop, out))
     loaders = [ctx.Process(target=_load_n, args=(lake_uri, "lr", w, 15, out)) for w in range(3)]
@@ -194,7 +194,7 @@ def test_two_compactions_under_zookeeper_never_both_commit(
     before = Counter(
         map(tuple, pool.read().to_pylist() and [tuple(r.values()) for r in pool.read().to_pylist()])
     )
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start, out = ctx.Barrier(2), ctx.Queue()
     from tests.workers_maintenance import compact_once_at_barrier
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 
 from lake_core import Lake, LakeConfig
+from tests import processes
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
 from tests.workers import commit_loads
 
@@ -17,7 +16,7 @@ LOADS = 25
 @pytest.mark.slow
 def test_eight_processes_commit_twenty_five_loads_each(lake: Lake, lake_uri: str) -> None:
     lake.create_pool("race", "ts:asc")
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(WORKERS)
     out = ctx.Queue()
     procs = [

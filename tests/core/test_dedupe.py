@@ -14,6 +14,7 @@ from lake_core import Lake
 from lake_core.dedupe import dedupe, plan_dedupe
 from lake_core.loading import write_sources
 from lake_core.stores import open_store
+from tests import processes
 
 
 def _rows(pool: Any, *cols: str) -> list[tuple[Any, ...]]:
@@ -234,7 +235,6 @@ def test_dedupe_racing_upserts_equals_a_serial_replay(lake_uri: str) -> None:
     afterwards every key an upsert touched holds the value of the last such upsert in commit
     order, exactly once, and every other key its newest initial row (no replaced row came
     back)."""
-    import multiprocessing as mp
 
     from tests.workers_dedupe import deduper, upserter
 
@@ -242,7 +242,7 @@ def test_dedupe_racing_upserts_equals_a_serial_replay(lake_uri: str) -> None:
     pool = lake.create_pool("k", "id:asc")
     for i in range(4):  # every key 0-39 four times; the newest is init3
         pool.load([pa.table({"id": pa.array(range(40), pa.int64()), "v": [f"init{i}"] * 40})])
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(UPSERTERS + 1)
     procs = [
         ctx.Process(target=upserter, args=(lake_uri, "k", w, UPSERTS_EACH, start, out))

@@ -19,7 +19,6 @@ and reading it back fails).
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from lake_core.pool import Pool
 from lake_core.stores import LocalObjectStore
 from lake_core.stores.base import SyncBatch
 from lake_core.stores.s3 import S3ObjectStore
+from tests import processes
 from tests.faultproxy import FaultProxy, Rule
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.workers import rows_for
@@ -507,7 +507,7 @@ def test_processes_load_and_compact_under_random_faults(
     proxy.add(Rule("error", probability=0.10, times=None))
     proxy.add(Rule("drop", probability=0.05, times=None))
     proxy.add(Rule("delay", probability=0.05, times=None, delay=0.05))
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(LOADERS + 1)
     stop = ctx.Event()
     out = ctx.Queue()

@@ -4,7 +4,6 @@ processes, on local disk and moto S3; exact rows checked afterwards."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,6 +17,7 @@ from lake_core.commit import Commit
 from lake_core.errors import CommitStateUnknownError, SchemaConflictError, TxnCommittedError
 from lake_core.pool import Pool
 from lake_core.txn import Txn
+from tests import processes
 from tests.faultproxy import FaultProxy, Rule
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, journal_numbers
 from tests.workers import commit_loads_grouped, rows_for
@@ -230,7 +230,7 @@ def test_processes_with_threads_group_commit_race(lake: Lake, lake_uri: str) -> 
     distinct commit, the journal dense."""
     procs_n, threads, loads = 4, 4, 6
     lake.create_pool("race", "ts:asc")
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(procs_n)
     out = ctx.Queue()
     procs = [

@@ -3,12 +3,11 @@ journal lock (Zed's lock-service strategy) instead of put-if-missing."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.stores.s3 import S3ObjectStore
+from tests import processes
 from tests.lakecheck import assert_journal_dense
 from tests.workers import commit_loads_locked
 
@@ -26,7 +25,7 @@ def test_racing_commits_without_conditional_writes_use_the_journal_lock(
     assert isinstance(lake.store, S3ObjectStore) and not lake.store.conditional_writes
     pool = lake.create_pool("nc", "ts:asc")
     assert pool.journal.append_lock is not None
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start, out = ctx.Barrier(WORKERS), ctx.Queue()
     procs = [
         ctx.Process(target=commit_loads_locked, args=(uri, hosts, "nc", w, LOADS, start, out))

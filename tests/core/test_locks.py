@@ -7,7 +7,6 @@ a timed-out wait names the holder.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import pickle
 import subprocess
@@ -28,6 +27,7 @@ from lake_core.errors import (
     UsageError,
 )
 from lake_core.locks import FileLockProvider, LockProvider, lock_dir_for, open_lock_provider
+from tests import processes
 from tests.zk import ZooKeeperServer, expire_session, free_port
 
 LAKE_ID = "2qLakeTestLakeId0000000001"
@@ -122,7 +122,7 @@ def test_overlap_checker_detects_overlap(tmp_path: Path) -> None:
 
 
 def run_two_contenders(kind: str, target: str, tmp_path: Path, rounds: int) -> None:
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(2)
     log, marker = tmp_path / "log", tmp_path / "inside"
     # One waits without a timeout, one with: both ways of waiting are exercised.
@@ -218,7 +218,7 @@ def test_file_lock_check_fails_when_released_or_file_replaced(tmp_path: Path) ->
 
 
 def test_file_lock_is_freed_when_its_holder_is_killed(tmp_path: Path) -> None:
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     ready = ctx.Event()
     p = ctx.Process(target=hold_forever, args=(str(tmp_path), ready))
     p.start()

@@ -10,7 +10,6 @@ sees their objects before their commits land (see lake_core/maintenance/cleanup.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from collections import Counter
 from datetime import timedelta
@@ -20,6 +19,7 @@ import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.maintenance.cleanup import cleanup
+from tests import processes
 from tests.lakecheck import assert_objects_intact
 from tests.workers_maintenance import race_cleaner, race_compactor, race_deleter, race_loader
 
@@ -36,7 +36,7 @@ def _rows(pool: Any, ref: str | None = None) -> Counter[tuple[int, int, int]]:
 def test_maintenance_racing_writers_keeps_exactly_the_acknowledged_rows(lake_uri: str) -> None:
     lake = Lake.init(LakeConfig(uri=lake_uri, user="tester"))
     lake.create_pool("race", "ts:asc", target_size=32 * 1024)
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     out, stop, start = ctx.Queue(), ctx.Event(), ctx.Barrier(LOADERS + 1)
     deletes_done = ctx.Value("i", 0)
     tombstones_removed = ctx.Value("i", 0)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 
 import pytest
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError
 from lake_core.stores import ObjectStore, open_store
+from tests import processes
 
 
 def test_put_get_roundtrip(store: ObjectStore) -> None:
@@ -81,7 +81,7 @@ def _race(uri: str, key: str, me: int, start: object, results: object) -> None:
 def test_racing_put_if_missing_exactly_one_wins(lake_uri: str, round_: int) -> None:
     """Eight OS processes race put-if-missing on one name: exactly one wins, and the object
     holds the winner's bytes, whole."""
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(8)
     results = ctx.Queue()
     key = f"race/{round_}.json"

@@ -5,7 +5,6 @@ moto S3; landed files are taken once they are stable."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from lake_core.registry import PoolConfig
 from lake_core.snapshot import SNAPSHOT_FORMAT, SNAPSHOT_JSON_VERSION, Snapshot, apply_commit
 from lake_core.stores import open_store
 from lake_core.txn import DEFAULT_TXN_RETENTION, Txn
+from tests import processes
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, read_all
 from tests.workers_txn import ingest_zone, load_txn
 
@@ -240,7 +240,7 @@ def test_processes_racing_one_transaction_make_exactly_one_commit(
     lake: Lake, lake_uri: str
 ) -> None:
     lake.create_pool("race", "ts:asc")
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     for version in (1, 2):  # twice: the second race lands on a pool with history
         start = ctx.Barrier(WORKERS)
         out = ctx.Queue()
@@ -304,7 +304,7 @@ def test_processes_ingesting_overlapping_files_commit_each_file_once(
         _drop(zone, name, [10 * i, 10 * i + 1])
     # Every worker wants an overlapping window of files: each file wanted by 2-3 workers.
     wanted = {w: names[w : w + 3] for w in range(WORKERS)}
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(WORKERS)
     out = ctx.Queue()
     procs = [

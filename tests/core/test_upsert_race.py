@@ -12,7 +12,6 @@ nothing."""
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import re
 import subprocess
@@ -28,6 +27,7 @@ import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.pool import Pool
+from tests import processes
 from tests.faultproxy import FaultProxy, Rule
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.upsert_model import load_rows, upsert_rows
@@ -51,7 +51,7 @@ def race(
     """Run the workers and a compactor against pool ``u`` of ``uri``. Returns the
     operations by commit id (ok or unknown), the compactions' ids by status, and every
     (status, worker/op, commit id) outcome."""
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     parties = WORKERS + 1
     start, stop, out = ctx.Barrier(parties), ctx.Event(), ctx.Queue()
     procs = [
