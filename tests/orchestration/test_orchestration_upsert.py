@@ -5,7 +5,6 @@ the materialization, an idempotent re-run, and upserts made outside Dagster as o
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from lake_orchestration.config import PoolsConfig, parse_pools_config
 from lake_orchestration.definitions import build_definitions, lake_resource_from_env
 from lake_orchestration.engine import upsert_sources
 from lake_orchestration.resources import LakeResource
+from tests import processes
 from tests.workers_dagster import ingest_run
 
 POOLS_YAML = """
@@ -323,7 +323,7 @@ def test_racing_runs_upsert_each_change_file_once(env: Env, tmp_path: Path) -> N
             + [{"name": f"k{i}", "op": "c"}],
         )
     workers = 3
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(workers)
     out = ctx.Queue()
     procs = [

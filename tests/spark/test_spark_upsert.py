@@ -538,10 +538,10 @@ def test_spark_upserts_racing_processes_equal_a_serial_replay(
     order, row for row, with each commit's counts (tests/core/test_upsert_race.py's check).
     A Spark upsert that loses every one of its plans to racing commits fails with
     RetriesExhaustedError and must have committed nothing (the replay finds no commit of it)."""
-    import multiprocessing as mp
     import threading
 
     from lake_core.errors import RetriesExhaustedError
+    from tests import processes
     from tests.core.test_upsert_race import check, setup
     from tests.workers_upsert import DELETE_WHEN, compactor, plan, table_of, upserter
 
@@ -554,7 +554,7 @@ def test_spark_upserts_racing_processes_equal_a_serial_replay(
         path = tmp_path / f"spark{i}.parquet"
         pq.write_table(table_of(rows), path)
         files.append(path)
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start, stop, out = ctx.Barrier(workers + 2), ctx.Event(), ctx.Queue()
     procs = [
         ctx.Process(target=upserter, args=(lake_uri, "u", seed, w, ops, keys, start, out))
