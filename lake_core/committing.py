@@ -230,6 +230,10 @@ def plan_index_actions(request: CommitRequest, parent: Snapshot) -> list[AddInde
         held = parent.indexes.get(meta.slot)
         if held is not None and held.rule_id == meta.rule_id:
             continue  # a racing ``index apply`` indexed it already
+        if held is not None and meta.object not in added:
+            # An entry of the rule's earlier definition (dropped, re-created): replaced, and
+            # the commit says so.
+            out.append(DeleteIndex(*meta.slot))
         out.append(AddIndex(meta))
     return out
 

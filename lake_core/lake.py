@@ -219,23 +219,46 @@ class Lake:
         """Create index rule ``name`` (``NS.RULE``: it covers pools of namespace NS, or only
         ``pools`` of it) on top-level ``field``; returns the rule and the catalog version.
         Loads and compactions of covered pools index their new objects from then on; ``lake
-        index apply`` indexes existing ones. Refused, changing nothing: a bad name, kind or
-        rate, a rule of that name, a listed pool that does not exist, or ``field`` of a type
-        indexes do not cover in a covered pool's schema (UsageError)."""
+        index apply`` indexes existing ones. Refused, changing nothing (UsageError unless
+        named): a bad name, kind or rate, a rule of that name (AlreadyExistsError), a listed
+        pool that does not exist (PoolNotFoundError), a namespace that does not exist (a
+        typo would make a rule that covers nothing), ``field`` of a type indexes do not cover
+        in a covered pool's schema, or ``field`` in none of the covered pools that hold data
+        (a typo; a rule for a column no pool has yet is made before their data, or with
+        ``--pool`` naming empty pools)."""
         from lake_core.indexes.canonical import check_indexable
-        from lake_core.indexes.rules import create_rule, parse_rule_name
+        from lake_core.indexes.rules import check_field, create_rule, parse_rule_name
 
         rule_name = parse_rule_name(name)
+        check_field(field)
         snap = self._pools.latest()
-        configs = [] if snap is None else self._pools.list_at(snap)
-        for config in configs:
+        if snap is None or snap.state.namespace(rule_name.namespace) is None:
+            raise UsageError(
+                f"namespace {rule_name.namespace} does not exist: an index rule covers pools of "
+                "its own namespace (NAMESPACE.RULE)"
+            )
+        schemas = {}
+        for config in self._pools.list_at(snap):
             if config.name.namespace != rule_name.namespace or (
                 pools and config.name.name not in pools
             ):
                 continue
             schema = self._open_pool(config).schema()
-            if schema is not None and field in schema.names:
-                check_indexable(schema.field(field))
+            if schema is not None and len(schema):
+                schemas[str(config.name)] = schema
+        for pool_name, schema in schemas.items():
+            if field in schema.names:
+                try:
+                    check_indexable(schema.field(field))
+                except UsageError as e:
+                    raise UsageError(
+                        f"{e} (in pool {pool_name}; --pool limits the rule to other pools)"
+                    ) from None
+        if schemas and not any(field in s.names for s in schemas.values()):
+            raise UsageError(
+                f"no pool that index rule {rule_name} covers has a field {field!r} "
+                f"(pools: {', '.join(sorted(schemas))})"
+            )
         return create_rule(self.catalog, name, field, kind, fpp=fpp, pools=tuple(pools))
 
     def drop_index_rule(self, name: str) -> tuple[IndexRule | None, int]:

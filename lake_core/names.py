@@ -29,15 +29,20 @@ LAKE = "lake"
 _FORBIDDEN = set(" .@/")
 
 
+def _a(what: str) -> str:
+    """``what`` with its indefinite article: ``a pool``, ``an index rule``."""
+    return f"{'an' if what[:1].lower() in 'aeiou' else 'a'} {what}"
+
+
 def validate_name(name: str, what: str = "name") -> str:
     """Return ``name`` if it is a valid single name, else raise InvalidNameError."""
     if not name:
-        raise InvalidNameError(name, f"a {what} must not be empty")
+        raise InvalidNameError(name, f"{_a(what)} must not be empty")
     for ch in name:
         if ch in _FORBIDDEN or ord(ch) < 32 or ord(ch) == 127 or ch.isspace():
-            raise InvalidNameError(name, f"a {what} must not contain {ch!r}")
+            raise InvalidNameError(name, f"{_a(what)} must not contain {ch!r}")
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise InvalidNameError(name, f"a {what} is at most {MAX_NAME_BYTES} bytes of UTF-8")
+        raise InvalidNameError(name, f"{_a(what)} is at most {MAX_NAME_BYTES} bytes of UTF-8")
     return name
 
 
@@ -53,7 +58,7 @@ class PoolName:
         """``NS.NAME`` or ``NAME`` (namespace ``default``); ``what`` names the kind of object
         in errors (views share the rules)."""
         if text.count(".") > 1:
-            raise InvalidNameError(text, f"a {what} is NAME or NAMESPACE.NAME")
+            raise InvalidNameError(text, f"{_a(what)} is NAME or NAMESPACE.NAME")
         ns, dot, name = text.partition(".")
         if not dot:
             ns, name = DEFAULT_NAMESPACE, text

@@ -273,9 +273,13 @@ def index_apply(
     from lake_cli.progress import count_progress
     from lake_core.indexes.apply import apply_rule, remove_rule
     from lake_core.indexes.rules import parse_rule_name
+    from lake_core.names import PoolName
 
     target, branch = lk.pool_ref(pool)
     rule_name = parse_rule_name(rule)
+    if "." not in rule:  # a bare NAME is the rule of that name in the pool's namespace
+        rule_name = PoolName(target.config.name.namespace, rule_name.name)
+        rule = str(rule_name)
     object_ids = list(ids) if ids else None
     if remove:
         if rule_name.namespace != target.config.name.namespace:

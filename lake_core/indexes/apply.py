@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from lake_core.errors import EmptyTransactionError, NotFoundError, UsageError
 from lake_core.indexes.building import build_indexes
+from lake_core.indexes.coverage import wants_index
 from lake_core.inflight import write_window_guard
 from lake_core.names import MAIN
 
@@ -112,7 +113,7 @@ def apply_rule(
     todo = []
     for obj in targets:
         held = snap.indexes.get((obj.id, rule.name))
-        if (held is not None and held.rule_id == rule.id) or rule.field not in obj.columns:
+        if (held is not None and held.rule_id == rule.id) or not wants_index(obj, rule, snap.schema):
             continue
         todo.append(obj)
     skipped = len(targets) - len(todo)

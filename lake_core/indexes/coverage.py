@@ -4,14 +4,19 @@
 ask this one question, and answer it as :func:`lake_core.indexes.apply.apply_rule` decides
 what to build: an object is *unindexed* by a rule when it has the rule's field and the
 snapshot holds no entry of that rule built for the rule's current definition (its ``id``;
-an entry of a dropped rule of the same name does not count). An object without the field is
-never unindexed: ``apply`` skips it, so counting it would never reach zero.
+an entry of a dropped rule of the same name does not count). An object without the field, or
+in a pool whose type of the field indexes do not cover (a struct), is never unindexed:
+``apply`` skips it (:func:`wants_index`), so counting it would never reach zero.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lake_core.indexes.canonical import indexable
 
 if TYPE_CHECKING:
     from lake_core.indexes.meta import IndexMeta
@@ -26,6 +31,16 @@ def is_current(entry: IndexMeta, rules: Sequence[IndexRule]) -> bool:
     return any(r.name == entry.rule and r.id == entry.rule_id for r in rules)
 
 
+def wants_index(obj: ObjectMeta, rule: IndexRule, schema: pa.Schema | None) -> bool:
+    """Whether ``rule`` can index ``obj``: the object holds the field, and the pool's type of
+    it (``schema``) is one indexes cover."""
+    if rule.field not in obj.columns:
+        return False
+    return schema is None or rule.field not in schema.names or indexable(
+        schema.field(rule.field).type
+    )
+
+
 def unindexed(snapshot: Snapshot, rules: Sequence[IndexRule]) -> list[tuple[ObjectMeta, IndexRule]]:
     """``(object, rule)`` for every live object of ``snapshot`` (in snapshot order) and rule
     of ``rules`` (the rules covering the pool) that ``apply_rule`` would index."""
@@ -33,6 +48,8 @@ def unindexed(snapshot: Snapshot, rules: Sequence[IndexRule]) -> list[tuple[Obje
     for obj in snapshot.objects.values():
         for rule in rules:
             held = snapshot.indexes.get((obj.id, rule.name))
-            if rule.field in obj.columns and (held is None or held.rule_id != rule.id):
+            if wants_index(obj, rule, snapshot.schema) and (
+                held is None or held.rule_id != rule.id
+            ):
                 out.append((obj, rule))
     return out

@@ -117,6 +117,13 @@ def parse_rule_name(text: str) -> PoolName:
     return PoolName.parse(text, "index rule")
 
 
+def check_field(field: str) -> str:
+    """UsageError unless ``field`` names one top-level field."""
+    if not field or "." in field:
+        raise UsageError(f"an index rule names one top-level field, not {field!r}")
+    return field
+
+
 def check_fpp(fpp: float) -> float:
     if not (math.isfinite(fpp) and 0.0 < fpp < 0.5):
         raise UsageError(f"--fpp must be a rate between 0 and 0.5 (exclusive), not {fpp}")
@@ -140,8 +147,7 @@ def create_rule(
     rule_name = parse_rule_name(name)
     if kind not in KINDS:
         raise UsageError(f"--kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    if not field or "." in field:
-        raise UsageError(f"an index rule names one top-level field, not {field!r}")
+    check_field(field)
     check_fpp(fpp)
     for p in pools:
         validate_name(p, "pool")

@@ -277,6 +277,7 @@ def lake_state(capsys: pytest.CaptureFixture[str], L: list[str], store: ObjectSt
 
 def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: ObjectStore) -> None:
     ok(capsys, *L, "index", "create", "by_user", "--field", "user", "--pool", "logs")
+    ok(capsys, *L, "create", "ops.events", "--orderby", "ts")  # an empty pool: any field
     ok(capsys, *L, "index", "create", "ops.by_user", "--field", "user")
     logs = object_ids(capsys, L, "logs")
     plain = object_ids(capsys, L, "plain")
@@ -304,6 +305,16 @@ def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: Object
             "error: --fpp applies to --kind bloom only",
         ),
         (["index", "create", "r", "--field", "s"], 2, "error: field 's' is of type struct"),
+        (
+            ["index", "create", "r", "--field", "nosuch"],
+            2,
+            "error: no pool that index rule r covers has a field 'nosuch'",
+        ),
+        (
+            ["index", "create", "nons.r", "--field", "user"],
+            2,
+            "error: namespace nons does not exist",
+        ),
         (
             ["index", "create", "r", "--field", "a.b"],
             2,
@@ -416,3 +427,14 @@ def test_readme_example_runs_and_says_what_it_shows(
     assert json.loads(err)["index_objects_pruned"] == 1 and "kim" in out and "zoe" not in out
     indexes = said["""lake query 'SELECT object, rule, size FROM "events$indexes"'"""][0]
     assert len(indexes.splitlines()) == 3  # a header and two entries
+
+
+def test_a_bare_rule_name_is_the_pools_namespaces(
+    L: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lake index ls -p ns2.other`` lists rule ``onlyid``; ``apply -p ns2.other onlyid``
+    finds it (a bare NAME is resolved in the pool's namespace, not in ``default``)."""
+    ok(capsys, *L, "create", "ns2.other", "--orderby", "ts")
+    ok(capsys, *L, "index", "create", "ns2.onlyid", "--field", "user")
+    out = ok(capsys, *L, "index", "apply", "-p", "ns2.other", "onlyid", "-f", "json")
+    assert json.loads(out)["rule"] == "ns2.onlyid"
