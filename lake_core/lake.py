@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import pyarrow as pa
+
 from lake_core.catalog import Catalog, CatalogPoolRegistry
 from lake_core.clock import to_iso
 from lake_core.codec import decode_doc, encode_doc
@@ -247,7 +249,7 @@ class Lake:
             if schema is not None and len(schema):
                 schemas[str(config.name)] = schema
         for pool_name, schema in schemas.items():
-            if field in schema.names:
+            if field in schema.names and not pa.types.is_null(schema.field(field).type):
                 try:
                     check_indexable(schema.field(field))
                 except UsageError as e:

@@ -7,7 +7,7 @@ key-range query fetches the footer and the chosen row groups, not the whole obje
 from __future__ import annotations
 
 import io
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,20 +62,31 @@ class OpenObject:
         return self.file.metadata
 
 
-def open_source(store: ObjectStore, key: str, size: int | None = None) -> Any:
+def open_source(
+    store: ObjectStore, key: str, size: int | None = None, read_ahead: int = 256 * 1024
+) -> Any:
     """A random-access Arrow file over ``key``: memory-mapped on local disk, ranged GETs (read
-    ahead 256 KiB) on S3, so a Parquet reader fetches the footer and the column chunks it
-    reads, not the whole object. ``size`` saves a HEAD. Raises ObjectNotFoundError."""
+    ahead ``read_ahead`` bytes) on S3, so a Parquet reader fetches the footer and the column
+    chunks it reads, not the whole object. ``size`` saves a HEAD. Raises ObjectNotFoundError."""
+    return open_counted(store, key, size, read_ahead)[0]
+
+
+def open_counted(
+    store: ObjectStore, key: str, size: int | None = None, read_ahead: int = 256 * 1024
+) -> tuple[Any, Callable[[], int] | None]:
+    """:func:`open_source`, and a function that tells the bytes fetched from the store so far
+    (None on local disk, where nothing is fetched: the file is mapped)."""
     path = store.local_path(key)
     if path is not None:
         try:
-            return pa.memory_map(path, "r")
+            return pa.memory_map(path, "r"), None
         except FileNotFoundError:
             raise ObjectNotFoundError(key) from None
     if size is None:
         size = store.head(key).size
     raw = _RangedRawFile(store, key, size)
-    return pa.PythonFile(io.BufferedReader(raw, buffer_size=256 * 1024), mode="r")
+    source = pa.PythonFile(io.BufferedReader(raw, buffer_size=max(1, read_ahead)), mode="r")
+    return source, lambda: raw.bytes_fetched
 
 
 def open_object(store: ObjectStore, key: str, size: int | None = None) -> OpenObject:

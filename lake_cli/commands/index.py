@@ -94,7 +94,7 @@ def _pool_names(rule: str, pools: tuple[str, ...]) -> tuple[str, ...]:
     "--fpp",
     type=Number(float),
     metavar="RATE",
-    help="the bloom kind's false-positive rate, between 0 and 0.5 (default 0.01)",
+    help="the bloom kind's false-positive rate, from 1e-06 up to 0.5 (default 0.01)",
 )
 @option(
     "--pool",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from lake_cli import report
 from lake_cli.context import LakeContext, parse_meta, say
 from lake_cli.startup import let_pyarrow_see_pandas
-from lake_core.errors import UsageError
+from lake_core.errors import LakeError, UsageError
 from lake_core.names import MAIN
 from lake_core.units import parse_duration
 
@@ -43,7 +44,20 @@ def spark_session_for(
     from lake_spark import SparkSettings, spark_session
 
     let_pyarrow_see_pandas()  # PySpark hands pandas objects to pyarrow
-    spark = spark_session(SparkSettings.resolve(master, app_name=f"lake {what}", conf=conf))
+    settings = SparkSettings.resolve(master, app_name=f"lake {what}", conf=conf)
+    if not re.fullmatch(r"local(\[[0-9*]+(,[0-9]+)?\])?|spark://.+|yarn|k8s://.+", settings.master):
+        # Spark's own refusal comes as a Java stack from its launcher: refuse first.
+        raise UsageError(
+            "--spark-master must be local, local[N], spark://HOST:PORT, yarn or k8s://URL, "
+            f"not {settings.master!r}"
+        )
+    try:
+        spark = spark_session(settings)
+    except Exception as e:  # noqa: BLE001 - PySpark and py4j raise their own types here
+        # A master Spark refuses (bogus://x) ends the JVM before the session exists: one
+        # line, not a Java stack and a traceback.
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise LakeError(f"cannot start Spark (master {settings.master}): {first}") from None
     try:
         yield spark
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -94,6 +94,9 @@ def _index_object(
     for rule in rules:
         if rule.field not in schema.names:
             continue
+        if pa.types.is_null(schema.field(rule.field).type):
+            usable.append(rule)  # all null: an empty index, which answers "no" to every value
+            continue
         try:
             check_indexable(schema.field(rule.field))
         except UsageError as e:
@@ -109,8 +112,11 @@ def _index_object(
     ]
     out = []
     for rule in usable:
+        columns: list[Any] = [g.column(rule.field) for g in groups]
+        if columns and pa.types.is_null(columns[0].type):
+            columns = [pa.array([], pa.int64()) for _ in columns]  # no value in any row group
         try:
-            data = build_index(rule.kind, [g.column(rule.field) for g in groups], fpp=rule.fpp)
+            data = build_index(rule.kind, columns, fpp=rule.fpp)
         except (UsageError, ValueError, pa.ArrowException) as e:
             # The object's values, not the store: an entry left out is always correct (the
             # object is read unpruned). Store errors still fail the write, to be retried.

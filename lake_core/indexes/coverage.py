@@ -36,9 +36,10 @@ def wants_index(obj: ObjectMeta, rule: IndexRule, schema: pa.Schema | None) -> b
     it (``schema``) is one indexes cover."""
     if rule.field not in obj.columns:
         return False
-    return schema is None or rule.field not in schema.names or indexable(
-        schema.field(rule.field).type
-    )
+    if schema is None or rule.field not in schema.names:
+        return True
+    kind = schema.field(rule.field).type
+    return indexable(kind) or pa.types.is_null(kind)  # all null: an empty index
 
 
 def unindexed(snapshot: Snapshot, rules: Sequence[IndexRule]) -> list[tuple[ObjectMeta, IndexRule]]:

@@ -31,7 +31,7 @@ from lake_core.indexes.meta import IndexMeta
 from lake_core.indexes.values import pinned_values
 from lake_core.objects import ObjectMeta
 from lake_core.planning import INDEX_RULE, Pruner, RowGroupView
-from lake_core.reader import open_source
+from lake_core.reader import open_counted
 
 if TYPE_CHECKING:
     from lake_core.stores.base import ObjectStore
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 #: Index lookups at once (on S3 each is a footer read and a ranged GET or two).
 LOOKUP_THREADS = 16
+#: Read-ahead of an index object on S3.
+INDEX_READ_AHEAD = 16 * 1024
 
 
 def lookup_values(predicate: Expr, field: str, schema: pa.Schema) -> pa.Array[Any] | None:
@@ -126,19 +128,20 @@ class IndexPruner(Pruner):
             if stored is None or stored.type != str(self.schema.field(meta.field).type):
                 continue  # the object holds another type of the field: values would not match
             key = index_key(self.pool_id, meta)
-            fetched: list[int] = []
+            needed: list[int] = []
             try:
+                # Little read-ahead: a lookup reads a footer and a bucket or two of an index,
+                # small ranges a 256 KiB buffer would multiply on S3.
+                source, fetched = open_counted(self.store, key, meta.size, INDEX_READ_AHEAD)
                 groups = index_row_groups(
-                    meta.kind,
-                    open_source(self.store, key, meta.size),
-                    self.values[meta.field],
-                    read=fetched,
+                    meta.kind, source, self.values[meta.field], read=needed
                 )
             except (LakeError, OSError, pa.ArrowException) as e:
                 log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
                 continue
             read += 1
-            size += min(meta.size, sum(fetched))
+            # Bytes fetched from the store; on local disk (mapped), the bytes the lookup needed.
+            size += fetched() if fetched is not None else min(meta.size, sum(needed))
             if groups is None:
                 continue
             kept = groups if kept is None else kept & groups

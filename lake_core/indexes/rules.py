@@ -124,9 +124,14 @@ def check_field(field: str) -> str:
     return field
 
 
+#: The lowest false-positive rate a bloom rule may ask for: 1e-6 already costs 29 bits per
+#: value (about 20 hash functions); lower rates make indexes larger than the data.
+MIN_FPP = 1e-6
+
+
 def check_fpp(fpp: float) -> float:
-    if not (math.isfinite(fpp) and 0.0 < fpp < 0.5):
-        raise UsageError(f"--fpp must be a rate between 0 and 0.5 (exclusive), not {fpp}")
+    if not (math.isfinite(fpp) and MIN_FPP <= fpp < 0.5):
+        raise UsageError(f"--fpp must be a rate from {MIN_FPP:g} to 0.5 (exclusive), not {fpp}")
     return fpp
 
 

@@ -292,7 +292,7 @@ def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: Object
         (
             ["index", "create", "r", "--field", "user", "--kind", "bloom", "--fpp", "0.7"],
             2,
-            "error: --fpp must be a rate between 0 and 0.5",
+            "error: --fpp must be a rate from 1e-06 to 0.5",
         ),
         (
             ["index", "create", "r", "--field", "user", "--kind", "bloom", "--fpp", "x"],

@@ -360,3 +360,31 @@ def test_a_rule_stored_without_an_id_or_with_dashes_still_indexes(lake: Lake) ->
     pool.load(tables[0])
     check_index_invariant(pool)
     assert _query(pool, f"user = '{NEEDLE}'")[0] == _expected(tables, NEEDLE)
+
+
+def test_all_null_objects_get_an_empty_index_and_are_pruned(lake: Lake) -> None:
+    """A batch whose indexed field is null in every row is indexed (an empty index: "no" to
+    every value), so lookups skip it and coverage reaches zero; a struct field is never
+    counted unindexed."""
+    from lake_core.indexes.coverage import unindexed
+
+    lake.create_pool("q", "id:asc")
+    lake.create_index_rule("byx", "x")
+    pool = lake.pool("q")
+    pool.load(pa.table({"id": [1, 2], "x": pa.array([None, None], pa.null())}))
+    pool.load(pa.table({"id": [3, 4], "x": ["a", "b"]}))
+    snap = check_index_invariant(pool)
+    assert len(snap.indexes) == 2 and unindexed(snap, pool.index_rules) == []
+    rows, stats = _query_q(pool, "x = 'a'")
+    assert rows == [3] and stats["objects_read"] == 1
+    lake.create_pool("s", "id:asc")
+    lake.create_index_rule("bys", "st", pools=["s"])  # no data yet: nothing to refuse
+    s = lake.pool("s")
+    s.load(pa.table({"id": [1], "st": [{"a": 1}]}))  # the struct is skipped, not an error
+    assert unindexed(s.snapshot(s.tip()), s.index_rules) == []
+
+
+def _query_q(pool: Pool, where: str) -> tuple[list[int], dict]:
+    scan = pool.scan(where=where)
+    table = pa.Table.from_batches(list(scan.batches()), schema=scan.out_schema)
+    return sorted(table["id"].to_pylist()), scan.stats.to_json()

@@ -51,7 +51,7 @@ def test_spark_apply_indexes_like_the_local_path(spark: Any, lake: Lake) -> None
     # Spark SQL prunes by the index as DuckDB does.
     from lake_spark.sql import spark_sql
 
-    sql = f"SELECT ts, \"user\" FROM logs WHERE \"user\" = '{NEEDLE}'"
+    sql = f'SELECT ts, "user" FROM logs WHERE "user" = \'{NEEDLE}\''
     query = spark_sql(spark, sql, lake.pool, lake)
     got = sorted((r["ts"], r["user"]) for r in query.to_arrow().to_pylist())
     stats = query.stats()["logs"]
@@ -136,3 +136,20 @@ def test_cli_index_apply_on_spark(tmp_path: Any) -> None:
     check_index_invariant(lake.pool("logs"))
     refused = lake_cli("index", "apply", "--spark", "-p", "other", "by_user")
     assert refused.returncode == 2 and refused.stderr.startswith("error: index rule by_user")
+
+
+def test_a_master_spark_refuses_is_one_error_line(tmp_path: Any, capsys: Any) -> None:
+    """``--spark-master bogus://x``: one ``error:`` line (exit 2) before any JVM starts, not
+    Spark launcher's Java stack and a Python traceback."""
+    from lake_cli import main
+    from lake_core import LakeConfig
+
+    uri = str(tmp_path / "lake")
+    lake = Lake.init(LakeConfig(uri=uri))
+    _pool(lake)
+    lake.create_index_rule("by_user", "user")
+    code = main(
+        ["--lake", uri, "index", "apply", "-p", "logs", "by_user", "--spark-master", "bogus://x"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: --spark-master must be") and err.count("\n") == 1
