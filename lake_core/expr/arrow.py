@@ -342,7 +342,13 @@ class _Translator:
             scalar = coerce_literal(right, target)
             if target.category == "null" or right.value is None:
                 return _NULL_BOOL
-            return _COMPARE[op](target.expression, _scalar_expression(scalar))
+            column = target.expression
+            if target.category == "integer" and pa.types.is_floating(scalar.type):
+                # Cast the column to float64 ourselves: Acero's implicit cast of an integer
+                # column against a float literal refuses values beyond 2**24 (it casts
+                # through float32 checks), where comparing as float64 is what SQL means.
+                column = column.cast(pa.float64())
+            return _COMPARE[op](column, _scalar_expression(scalar))
         if isinstance(left, Column) and isinstance(right, Column):
             a, b = resolve_column(left, self.schema), resolve_column(right, self.schema)
             if "null" in (a.category, b.category):

@@ -388,3 +388,10 @@ def _query_q(pool: Pool, where: str) -> tuple[list[int], dict]:
     scan = pool.scan(where=where)
     table = pa.Table.from_batches(list(scan.batches()), schema=scan.out_schema)
     return sorted(table["id"].to_pylist()), scan.stats.to_json()
+
+
+def test_an_integer_column_compares_with_a_float_literal_beyond_2_24(lake: Lake) -> None:
+    pool = lake.create_pool("n", "ts:asc")
+    pool.load(pa.table({"ts": [1, 2], "x": pa.array([5, 16_777_217], pa.int64())}))
+    assert pool.read(where="x = 5.0")["ts"].to_pylist() == [1]
+    assert pool.read(where="x > 16777216.5")["ts"].to_pylist() == [2]
