@@ -4,13 +4,12 @@ by the rule, no entry outlives its object, and a lookup by index returns exactly
 
 from __future__ import annotations
 
-import multiprocessing as mp
-
 import pyarrow as pa
 import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.indexes.apply import apply_rule
+from tests import processes
 from tests.core.test_indexes import check_index_invariant
 from tests.lakecheck import assert_objects_intact, read_all
 from tests.workers_index import applier, compactor, loader
@@ -35,7 +34,7 @@ def test_loads_apply_and_compaction_race(lake: Lake, lake_uri: str) -> None:
             )
         )
     lake.create_index_rule("by_user", "user")
-    ctx = mp.get_context("spawn")
+    ctx = processes.context()
     start = ctx.Barrier(LOADERS + 2)
     out = ctx.Queue()
     procs = [
