@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -67,28 +67,33 @@ __all__ = [
 ]
 
 
-#: The name of the search-index rule, whose counts :class:`ReadStats` reports.
-INDEX_RULE = "index"
-
-
 @dataclass
 class ReadStats:
-    """What a read read, as ``lake query --stats`` prints it (per pool)."""
+    """What a read read, as ``lake query --stats`` prints it (per pool): the counters below,
+    then, for each :attr:`Pruner.reported` rule of the plan, ``<rule>_objects_pruned``,
+    ``<rule>_row_groups_pruned`` and ``<rule>_bytes_read`` (what the rule vetoed and fetched
+    to decide; current whenever :meth:`to_json` is called)."""
 
     objects_total: int = 0
     objects_read: int = 0
     row_groups_read: int = 0
     rows_read: int = 0
     bytes_read: int = 0
-    #: What a search index vetoed (:mod:`lake_core.indexes.pruner`); None (and left out of
-    #: :meth:`to_json`) when no index took part in the plan.
-    index_objects_pruned: int | None = None
-    index_row_groups_pruned: int | None = None
-    #: Bytes of index objects the index rule read to decide (footers and index row groups).
-    index_bytes_read: int | None = None
+    #: The reported rules of the plan and their counts (set by :func:`plan_read`).
+    reported: list[tuple[Pruner, PruneCounts]] = field(
+        default_factory=list, repr=False, compare=False
+    )
 
     def to_json(self) -> dict[str, int]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        out = {f: getattr(self, f) for f in _COUNTERS}
+        for rule, counts in self.reported:
+            out[f"{rule.name}_objects_pruned"] = counts.objects
+            out[f"{rule.name}_row_groups_pruned"] = counts.row_groups
+            out[f"{rule.name}_bytes_read"] = rule.bytes_read
+        return out
+
+
+_COUNTERS = ("objects_total", "objects_read", "row_groups_read", "rows_read", "bytes_read")
 
 
 @dataclass
@@ -154,6 +159,12 @@ class Pruner:
     name = "pruner"
     #: Bytes the rule fetched to decide (an index's lookups); 0 for rules that read nothing.
     bytes_read = 0
+    #: Whether ``--stats`` reports what this rule pruned (see :class:`ReadStats`).
+    reported = False
+    #: Whether its row-group vetoes go beyond Parquet's statistics: an engine that takes whole
+    #: files and prunes them by their own statistics (DuckDB's read_parquet) would read row
+    #: groups this rule skips, so it must be handed the planned row groups instead.
+    beyond_statistics = False
 
     def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
         """A vectorised pre-filter: the objects that may survive :meth:`keep_object`, or None
@@ -234,8 +245,6 @@ class ReadPlan:
             for rule in self.pruners:
                 if not rule.keep_row_group(view):
                     self.pruned[rule.name].row_groups += 1
-                    if rule.name == INDEX_RULE and self.stats.index_row_groups_pruned is not None:
-                        self.stats.index_row_groups_pruned += 1
                     break
             else:
                 kept.append(rg)
@@ -294,10 +303,7 @@ def plan_read(
         kept = [obj for obj in chosen if rule.keep_object(obj)]
         pruned[rule.name].objects += len(chosen) - len(kept)
         chosen = kept
-    if INDEX_RULE in pruned:
-        stats.index_objects_pruned = pruned[INDEX_RULE].objects
-        stats.index_row_groups_pruned = 0
-        stats.index_bytes_read = sum(rule.bytes_read for rule in pruners)
+    stats.reported = [(rule, pruned[rule.name]) for rule in pruners if rule.reported]
     return ReadPlan(schema, predicate, chosen, pruners, stats, pruned)
 
 

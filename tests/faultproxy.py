@@ -35,6 +35,8 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -283,3 +285,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+
+@contextmanager
+def proxied(
+    s3_endpoint: str, monkeypatch: Any, *, seed: int, tries: int = 3
+) -> Iterator[FaultProxy]:
+    """A proxy in front of moto (``s3_endpoint``) that every S3 client made meanwhile goes
+    through (``AWS_ENDPOINT_URL``, set with ``monkeypatch``), boto3 making ``tries`` tries per
+    request so faults bite within a few requests; stopped on exit."""
+    px = FaultProxy(s3_endpoint, seed=seed)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", str(tries))
+    try:
+        yield px
+    finally:
+        px.stop()

@@ -30,7 +30,7 @@ from lake_core.indexes.building import index_key
 from lake_core.indexes.meta import IndexMeta
 from lake_core.indexes.values import pinned_values
 from lake_core.objects import ObjectMeta
-from lake_core.planning import INDEX_RULE, Pruner, RowGroupView
+from lake_core.planning import Pruner, RowGroupView
 from lake_core.reader import open_counted
 
 if TYPE_CHECKING:
@@ -67,7 +67,9 @@ def lookup_values(predicate: Expr, field: str, schema: pa.Schema) -> pa.Array[An
 class IndexPruner(Pruner):
     """Pruning by the snapshot's index entries (see the module docstring)."""
 
-    name = INDEX_RULE
+    name = "index"
+    reported = True
+    beyond_statistics = True
 
     def __init__(
         self,

@@ -35,7 +35,7 @@ import pyarrow as pa
 from lake_core.errors import PurgedObjectError
 from lake_core.expr import Expr, Or
 from lake_core.objects import ObjectMeta
-from lake_core.planning import INDEX_RULE, ReadPlan, open_fragments, plan_read
+from lake_core.planning import ReadPlan, open_fragments, plan_read
 from lake_core.pruners import read_pruners
 from lake_core.purge_records import purged_by
 from lake_core.sql.analyze import Analysis, analyze
@@ -413,10 +413,11 @@ class _Session:
             schema = pa.schema([(f, pa.null()) for f in pool.config.key.fields])
         pruners = read_pruners(snap, pool.config.key, predicate, schema, pool.store, pool.id)
         plan = plan_read(snap, pool.config.key, predicate, schema=schema, pruners=pruners)
-        # DuckDB's read_parquet takes whole files: when an index may drop row groups of a
-        # planned file, read through the pyarrow dataset of the kept row groups instead.
+        # DuckDB's read_parquet takes whole files (and prunes them by their statistics): when
+        # a rule may drop row groups statistics would keep (an index), read through the
+        # pyarrow dataset of the planned row groups instead.
         local = pool.store.local_path(pool.layout.data("probe")) is not None and not any(
-            rule.name == INDEX_RULE for rule in pruners
+            rule.beyond_statistics for rule in pruners
         )
         read = _PoolRead(key, source, plan, local)
         self.reads.append(read)

@@ -40,7 +40,7 @@ from lake_core.stores import LocalObjectStore
 from lake_core.stores.base import SyncBatch
 from lake_core.stores.s3 import S3ObjectStore
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule
+from tests.faultproxy import FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.workers import rows_for
 
@@ -55,11 +55,8 @@ Row = tuple[int, int, int]
 @pytest.fixture
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """The proxy in front of moto; every S3 client made during the test goes through it."""
-    px = FaultProxy(s3_endpoint, seed=10)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", TRIES)
-    yield px
-    px.stop()
+    with proxied(s3_endpoint, monkeypatch, seed=10, tries=int(TRIES)) as px:
+        yield px
 
 
 def rows(pool: Pool, ref: str) -> list[Row]:

@@ -18,7 +18,7 @@ from lake_core.errors import CommitStateUnknownError, SchemaConflictError, TxnCo
 from lake_core.pool import Pool
 from lake_core.txn import Txn
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule
+from tests.faultproxy import FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact, journal_numbers
 from tests.workers import commit_loads_grouped, rows_for
 
@@ -176,11 +176,8 @@ def test_each_member_learns_its_own_outcome(lake: Lake, gate: Callable[[Pool, in
 
 @pytest.fixture
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    px = FaultProxy(s3_endpoint, seed=12)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
-    yield px
-    px.stop()
+    with proxied(s3_endpoint, monkeypatch, seed=12) as px:
+        yield px
 
 
 def test_an_unknown_group_outcome_is_every_members_and_discards_nothing(

@@ -18,7 +18,7 @@ from lake_core.indexes.apply import apply_rule
 from lake_core.loading import load
 from lake_core.pool import Pool
 from tests.core.test_indexes import check_index_invariant
-from tests.faultproxy import FaultProxy, Rule
+from tests.faultproxy import FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.workers import rows_for
 
@@ -29,11 +29,8 @@ TRIES = "3"
 
 @pytest.fixture
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    px = FaultProxy(s3_endpoint, seed=15)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", TRIES)
-    yield px
-    px.stop()
+    with proxied(s3_endpoint, monkeypatch, seed=15, tries=int(TRIES)) as px:
+        yield px
 
 
 def _rows(pool: Pool) -> list[tuple[int, int, int]]:

@@ -28,7 +28,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_core.pool import Pool
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule
+from tests.faultproxy import FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.upsert_model import load_rows, upsert_rows
 from tests.workers_upsert import DELETE_WHEN, SCHEMA, Row, compactor, plan, table_of, upserter
@@ -158,11 +158,8 @@ def test_racing_upserts_longer_plans(tmp_path: Any) -> None:
 
 @pytest.fixture
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
-    px = FaultProxy(s3_endpoint, seed=14)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
-    yield px
-    px.stop()
+    with proxied(s3_endpoint, monkeypatch, seed=14) as px:
+        yield px
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_orchestration.io_manager import LakePoolIOManager
 from lake_orchestration.resources import LakeResource
-from tests.faultproxy import FaultProxy, Rule
+from tests.faultproxy import FaultProxy, Rule, proxied
 
 JOURNAL = r"/branches/\d+\.json$"
 
@@ -188,11 +188,8 @@ def test_other_outputs_are_refused(lake: Lake, lake_uri: str, bad: Any) -> None:
 @pytest.fixture
 def proxy(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultProxy]:
     """The fault proxy in front of moto; every S3 client made during the test goes through it."""
-    px = FaultProxy(s3_endpoint, seed=7)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", px.start())
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "3")
-    yield px
-    px.stop()
+    with proxied(s3_endpoint, monkeypatch, seed=7) as px:
+        yield px
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["append", "partition"])
