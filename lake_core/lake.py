@@ -29,6 +29,7 @@ from lake_core.indexes.rules import DEFAULT_FPP, EXACT, IndexRule, rules_for
 from lake_core.layout import LAKE_MARKER
 from lake_core.locks import LockProvider, open_lock_provider
 from lake_core.names import PoolName
+from lake_core.otree.settings import OTreeLayout
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import Pool
 from lake_core.poolkey import PoolKey
@@ -98,12 +99,15 @@ class Lake:
         schema_mode: str = "merge",
         txn_retention: timedelta | None = DEFAULT_TXN_RETENTION,
         unique: bool = False,
+        otree: OTreeLayout | None = None,
     ) -> Pool:
         """A new pool with branch ``main``. ``schema_mode``: ``merge`` or ``strict`` (see
         :mod:`lake_core.schema_mode`). ``txn_retention``: how long recorded application
         transactions are remembered (None: forever; :mod:`lake_core.txn`). ``unique``: rows
-        are unique by the pool key, every load upserts (:mod:`lake_core.upsert`). Raises
-        AlreadyExistsError, InvalidNameError, UsageError."""
+        are unique by the pool key, every load upserts (:mod:`lake_core.upsert`). ``otree``:
+        lay rows out in an OTree over those columns (:mod:`lake_core.otree`; see
+        :func:`lake_core.otree.settings.parse_layout`), which neither a unique nor a
+        partitioned pool can have. Raises AlreadyExistsError, InvalidNameError, UsageError."""
         from lake_core.schema_mode import validate_schema_mode
 
         validate_schema_mode(schema_mode)
@@ -111,6 +115,10 @@ class Lake:
             raise UsageError(f"transaction retention must be at least a second: {txn_retention}")
         pool_name = PoolName.parse(name)
         pool_key = PoolKey.parse(key) if isinstance(key, str) else (key or PoolKey())
+        if otree is not None:
+            from lake_core.otree.settings import check_combination
+
+            check_combination(otree, unique=unique, partition_by=partition_by)
         if partition_by is not None:
             partition_by = str(PartitionSpec.parse(partition_by))
         pool_config = PoolConfig(
@@ -124,6 +132,7 @@ class Lake:
             schema_mode=schema_mode,
             txn_retention=txn_retention,
             unique=unique,
+            otree=otree,
         )
         try:
             self.registry.get(pool_name)
@@ -135,6 +144,7 @@ class Lake:
             raise AlreadyExistsError("pool", str(pool_name))
         if self._view_named(pool_name):
             raise AlreadyExistsError("view", str(pool_name))  # likewise, before any write
+
         def index_rules() -> tuple[IndexRule, ...]:
             snap = self._pools.latest()
             return () if snap is None else rules_for(snap.state, pool_name)
@@ -171,8 +181,20 @@ class Lake:
     def _open_pool(
         self, config: PoolConfig, index_rules: Callable[[], Sequence[IndexRule]] | None = None
     ) -> Pool:
+        registry = self._pools
+
+        def revise(change: Callable[[OTreeLayout], OTreeLayout | None]) -> OTreeLayout:
+            return registry.revise_otree(config.name, config.id, change)
+
         if self.config.conditional_writes:
-            return Pool(self.store, config, self.config, locks=self.locks, index_rules=index_rules)
+            return Pool(
+                self.store,
+                config,
+                self.config,
+                locks=self.locks,
+                index_rules=index_rules,
+                revise=revise,
+            )
         # No conditional writes: every journal append holds the pool's journal lock (Zed's
         # lock-service strategy). Without ZooKeeper that is a file lock: one machine only.
         if self._journal_locks is None:
@@ -183,7 +205,13 @@ class Lake:
             return locks.journal_lock(config.id, timeout=120)
 
         return Pool(
-            self.store, config, self.config, journal_lock, locks=self.locks, index_rules=index_rules
+            self.store,
+            config,
+            self.config,
+            journal_lock,
+            locks=self.locks,
+            index_rules=index_rules,
+            revise=revise,
         )
 
     def pools(self) -> list[PoolConfig]:

@@ -124,6 +124,8 @@ def write_sources(
     check_new_columns(mode, pool.name, base, table.schema, names)
     check_key_present(mode, pool.name, pool.config.key, table, names)
     options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
+    if pool.config.otree is not None:
+        return write_otree_batch(pool, table, base_snapshot, options, batch, on_object)
     objects = write_partitioned(
         pool.store if batch is None else pool.store.deferring(batch),
         pool.id,
@@ -131,6 +133,36 @@ def write_sources(
         pool.config.key.resolve(schema),  # ``this``: the pool's columns, new ones last
         options,
         pool.partition_spec,
+        clock=pool.clock,
+        on_object=on_object,
+    )
+    return objects, table.schema
+
+
+def write_otree_batch(
+    pool: Pool,
+    table: pa.Table,
+    base: Snapshot,
+    options: WriteOptions,
+    batch: SyncBatch | None,
+    on_object: Callable[[ObjectMeta], None] | None,
+) -> tuple[list[ObjectMeta], pa.Schema]:
+    """Write a checked batch into an OTree pool (:mod:`lake_core.otree.write`): its weight
+    column, the revision that covers it (a new one committed to the catalog if needed), its
+    cubes as objects. Returns the objects and the batch schema (with the weight column)."""
+    from lake_core.otree.write import revision_rows, with_weights, write_otree
+
+    table = with_weights(table, pool.config.otree)  # type: ignore[arg-type]
+    revision = pool.otree_revision(table)
+    existing = revision_rows(list(base.objects.values()), revision.id)
+    objects = write_otree(
+        pool.store if batch is None else pool.store.deferring(batch),
+        pool.id,
+        table,
+        pool.config.key.resolve(table.schema),
+        revision,
+        existing,
+        options,
         clock=pool.clock,
         on_object=on_object,
     )

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import MappingProxyType
@@ -74,6 +75,8 @@ if TYPE_CHECKING:
         VacateResult,
     )
     from lake_core.maintenance.policy import CompactionRun
+    from lake_core.otree.revisions import Revision
+    from lake_core.otree.settings import OTreeLayout
     from lake_core.planning import ReadStats
     from lake_core.scan import Scan
     from lake_core.upsert import UpsertResult
@@ -134,6 +137,7 @@ class Pool:
         journal_lock: Callable[[], AbstractContextManager[Any]] | None = None,
         locks: Callable[[], LockProvider] | None = None,
         index_rules: Callable[[], Sequence[IndexRule]] | None = None,
+        revise: Callable[[Callable[[OTreeLayout], OTreeLayout | None]], OTreeLayout] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -150,6 +154,7 @@ class Pool:
         self._group_lock = threading.Lock()
         self._index_rules_source = index_rules
         self._index_rules: tuple[IndexRule, ...] | None = None
+        self._revise = revise
 
     @property
     def id(self) -> str:
@@ -163,6 +168,31 @@ class Pool:
             source = self._index_rules_source
             self._index_rules = tuple(source()) if source is not None else ()
         return self._index_rules
+
+    def otree_revision(self, table: pa.Table) -> Revision:
+        """The OTree revision a batch (with its weight column) of this pool is indexed in: the
+        latest this handle knows when it covers the batch, else the one the catalog has after
+        :func:`~lake_core.otree.write.revision_change` (a racing writer's, or a new one this
+        commits); the handle's settings are updated to the catalog's. Raises UsageError for a
+        pool without the OTree layout or opened without its lake."""
+        from lake_core.otree.revisions import next_revision
+        from lake_core.otree.write import revision_change
+
+        layout = self.config.otree
+        if layout is None:
+            raise UsageError(f"pool {self.name} has no OTree layout")
+        now_ms = int(self.clock.now().timestamp() * 1000)
+        latest = layout.latest
+        if latest is not None and next_revision(latest, table, now_ms, self._rng) is None:
+            return latest
+        if self._revise is None:
+            raise UsageError(
+                f"pool {self.name} was opened without its lake: it cannot add a revision"
+            )
+        revised = self._revise(revision_change(table, now_ms, self._rng))
+        self.config = replace(self.config, otree=revised)
+        assert revised.latest is not None
+        return revised.latest
 
     @property
     def partition_spec(self) -> PartitionSpec | None:
@@ -425,16 +455,29 @@ class Pool:
         where: str | None = None,
         columns: list[str] | None = None,
         order: str | None = None,
+        sample: float | None = None,
     ) -> Scan:
         """A scan of the snapshot at ``ref`` (branch or commit; default main), optionally as of
-        a time, filtered by a SQL ``where``; ``.reader()``, ``.to_table()``, ``.stats``."""
+        a time, filtered by a SQL ``where``; ``.reader()``, ``.to_table()``, ``.stats``.
+        ``sample``: the OTree sample of that fraction (``0 < sample <= 1``), see
+        :mod:`lake_core.otree.sampling`."""
         # Deferred, like the other facades: scans bring the SQL parser and pyarrow's filter
         # machinery, which a process that only writes (``lake load``) never needs.
         from lake_core.scan import Scan
 
         snap = self.snapshot(self.resolve(ref, as_of))
-        scan = Scan(self.store, self.id, self.config.key, snap, where, columns, order)
-        scan.pool_name = self.name
+        scan = Scan(
+            self.store,
+            self.id,
+            self.config.key,
+            snap,
+            where,
+            columns,
+            order,
+            sample=sample,
+            otree=self.config.otree,
+            name=self.name,
+        )
         return scan
 
     def read(self, ref: str | None = None, **kwargs: Any) -> pa.Table:
@@ -807,9 +850,7 @@ class Pool:
         (:func:`lake_core.changes.merge`)."""
         from lake_core.changes import merge
 
-        return merge(
-            self, source, into, author=author, message=message, meta=meta, resolve=resolve
-        )
+        return merge(self, source, into, author=author, message=message, meta=meta, resolve=resolve)
 
     def revert(
         self,

@@ -14,6 +14,7 @@ from typing import Any
 
 from lake_core.clock import parse_iso, to_iso
 from lake_core.names import PoolName
+from lake_core.otree.settings import OTreeLayout
 from lake_core.poolkey import PoolKey
 from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
@@ -37,6 +38,8 @@ class PoolConfig:
     txn_retention: timedelta | None = DEFAULT_TXN_RETENTION
     #: Rows are unique by the pool key: every load upserts (:mod:`lake_core.upsert`).
     unique: bool = False
+    #: The OTree layout's settings and revisions (:mod:`lake_core.otree`); None: sorted by key.
+    otree: OTreeLayout | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,8 @@ class PoolConfig:
             "schema_mode": self.schema_mode,
             "txn_retention_seconds": retention_seconds(self.txn_retention),
             "unique": self.unique,
+            "layout": "sorted" if self.otree is None else "otree",
+            **({} if self.otree is None else {"otree": self.otree.to_options()}),
         }
 
     @classmethod
@@ -71,6 +76,7 @@ class PoolConfig:
                 else DEFAULT_TXN_RETENTION
             ),
             unique=bool(d.get("unique", False)),
+            otree=OTreeLayout.from_options(d["otree"]) if d.get("otree") else None,
         )
 
 

@@ -31,6 +31,8 @@ from lake_core.expr import columns_of, parse_predicate, to_arrow_expression
 from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
 from lake_core.objects import ObjectMeta
+from lake_core.otree.sampling import and_sample, sample_predicate
+from lake_core.otree.settings import OTreeLayout
 from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
 from lake_core.pruners import read_pruners
@@ -59,13 +61,25 @@ class Scan:
         where: str | None = None,
         columns: list[str] | None = None,
         order: str | None = None,
+        *,
+        sample: float | None = None,
+        otree: OTreeLayout | None = None,
+        name: str | None = None,
     ) -> None:
+        if name is not None:
+            self.pool_name = name
         self.store, self.pool_id, self.key, self.snapshot = store, pool_id, key, snapshot
         self.pool_schema = snapshot.schema or pa.schema([])
         if order not in (None, "asc", "desc"):
             raise UsageError(f"--order must be asc or desc, not {order!r}")
         self.descending = key.descending if order is None else order == "desc"
         self.expr = parse_predicate(where) if where else None
+        if sample is not None:
+            # A sample is a predicate on the weight column (lake_core.otree.sampling): read,
+            # pruned and filtered like any other, so it equals the brute-force filter.
+            self.expr = and_sample(
+                self.expr, sample_predicate(otree, sample, self.pool_name or pool_id)
+            )
         self.filter: Any
         names = set(self.pool_schema.names)
         if self.expr is not None:
@@ -83,7 +97,9 @@ class Scan:
         else:
             self.out_schema = self.pool_schema
         #: The planner's decision: which objects to open, which row groups to read.
-        pruners = read_pruners(snapshot, key, self.expr, self.pool_schema, store, pool_id)
+        pruners = read_pruners(
+            snapshot, key, self.expr, self.pool_schema, store, pool_id, otree=otree
+        )
         self.plan = plan_read(snapshot, key, self.expr, schema=self.pool_schema, pruners=pruners)
         self.stats: ReadStats = self.plan.stats
         self.objects: list[ObjectMeta] = self.plan.objects

@@ -88,7 +88,7 @@ def write_partitioned(
     return out
 
 
-def _key_bounds(table: pa.Table, key: PoolKey) -> tuple[list[object] | None, list[object] | None]:
+def key_bounds(table: pa.Table, key: PoolKey) -> tuple[list[object] | None, list[object] | None]:
     """(min, max) of a sorted table's key, ascending terms, nulls ignored."""
     present = [f for f in key.fields if f in table.schema.names]
     if not present or table.num_rows == 0:
@@ -481,14 +481,14 @@ def _land(
     object_id = new_id(clock)
     store.put(PoolLayout(pool_id).data(object_id), payload)
     keys = pa.concat_tables([g.keys for g in groups]) if len(groups) > 1 else groups[0].keys
-    lo, hi = _key_bounds(keys, key)
+    lo, hi = key_bounds(keys, key)
     return ObjectMeta(
         id=object_id,
         min=lo,
         max=hi,
         count=sum(g.rows for g in groups),
         size=len(payload),
-        columns=_merge_stats([g.stats for g in groups], [g.rows for g in groups]),
+        columns=merge_stats([g.stats for g in groups], [g.rows for g in groups]),
         partition=partition,
         tags=dict(tags or {}),
         checksum=checksum(payload),
@@ -502,7 +502,7 @@ def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:
     return key.sort_indices(table)
 
 
-def _merge_stats(parts: list[dict[str, ColumnMeta]], rows: list[int]) -> dict[str, ColumnMeta]:
+def merge_stats(parts: list[dict[str, ColumnMeta]], rows: list[int]) -> dict[str, ColumnMeta]:
     """The stats of consecutive row ranges (``rows`` each) combined: equal to
     :func:`table_meta` of the whole, or less precise, never wrong. A range whose column
     holds values but no bound (one the stats cannot encode: an infinity, a decimal) leaves

@@ -6,12 +6,15 @@ exactly: id, key fields and order, target size, seek stride, partitioning, creat
 (microseconds), layout, the schema mode (property ``schema_mode``; absent in pools made
 before schema modes, which read as ``merge``) and the transaction retention (property
 ``txn_retention_seconds``, whole seconds or ``never``; absent: the default, 30 days), and
-uniqueness (property ``unique`` = ``true``; absent: not unique).
+uniqueness (property ``unique`` = ``true``; absent: not unique). The layout is ``sorted``, or
+``otree`` with the OTree's settings and revisions as its options (:mod:`lake_core.otree.settings`).
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from lake_core.catalog.btree_keys import ObjectRef
@@ -19,8 +22,15 @@ from lake_core.catalog.catalog import Catalog
 from lake_core.catalog.proto import objects_pb2
 from lake_core.catalog.state import CatalogSnapshot
 from lake_core.config import LakeConfig
-from lake_core.errors import CorruptObjectError, NotFoundError, PoolNotFoundError
+from lake_core.errors import (
+    CatalogConflictError,
+    CorruptObjectError,
+    NotFoundError,
+    PoolNotFoundError,
+    UsageError,
+)
 from lake_core.names import PoolName
+from lake_core.otree.settings import LAYOUT_KIND, OTreeLayout
 from lake_core.poolkey import PoolKey
 from lake_core.registry import (
     PoolConfig,
@@ -36,6 +46,7 @@ DEFAULT_LAYOUT = "sorted"
 SCHEMA_MODE = "schema_mode"
 TXN_RETENTION = "txn_retention_seconds"
 UNIQUE = "unique"
+_REVISE_ATTEMPTS = 50
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
 
@@ -53,7 +64,11 @@ def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
         key_order=_ORDERS[config.key.order],
         target_size=config.target_size,
         seek_stride=config.seek_stride,
-        layout=objects_pb2.PoolLayout(kind=DEFAULT_LAYOUT),
+        layout=(
+            objects_pb2.PoolLayout(kind=DEFAULT_LAYOUT)
+            if config.otree is None
+            else objects_pb2.PoolLayout(kind=LAYOUT_KIND, options=config.otree.to_options())
+        ),
         format_version=POOL_FORMAT_VERSION,
     )
     if config.partition_by is not None:
@@ -95,6 +110,11 @@ def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConf
             else DEFAULT_TXN_RETENTION
         ),
         unique=definition.properties.get(UNIQUE) == "true",
+        otree=(
+            OTreeLayout.from_options(definition.layout.options)
+            if definition.layout.kind == LAYOUT_KIND
+            else None
+        ),
     )
 
 
@@ -152,6 +172,39 @@ class CatalogPoolRegistry(PoolRegistry):
                 )
             txn.alter_pool(config.name.namespace, config.name.name, table_def_of(config))
             return txn.commit()
+
+    def revise_otree(
+        self, name: PoolName, pool_id: str, change: Callable[[OTreeLayout], OTreeLayout | None]
+    ) -> OTreeLayout:
+        """Apply ``change`` to the OTree settings of pool ``name`` (id ``pool_id``) in one
+        catalog transaction, replayed against the newest version when a racing commit wins;
+        returns the settings now in the catalog (``change`` returning None changes nothing).
+        Raises PoolNotFoundError (dropped, or another pool of that name now), UsageError (not
+        an OTree pool), CatalogConflictError after many lost races."""
+        for _ in range(_REVISE_ATTEMPTS):
+            with self.catalog.begin() as txn:
+                current = txn.state.pool(name.namespace, name.name)
+                if current is None or current.id != pool_id:
+                    raise PoolNotFoundError(str(name))
+                config = pool_config_of(
+                    ObjectRef(objects_pb2.TABLE, name.namespace, name.name), current
+                )
+                if config.otree is None:
+                    raise UsageError(f"pool {name} has no OTree layout")
+                revised = change(config.otree)
+                if revised is None:
+                    return config.otree
+                txn.alter_pool(
+                    name.namespace, name.name, table_def_of(replace(config, otree=revised))
+                )
+                try:
+                    txn.commit()
+                except CatalogConflictError:
+                    continue
+                return revised
+        raise CatalogConflictError(
+            f"pool {name}: its OTree settings changed {_REVISE_ATTEMPTS} times meanwhile"
+        )
 
     def drop(self, name: PoolName) -> PoolConfig:
         with self.catalog.begin() as txn:

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from lake_core.errors import LossyRewriteError, SchemaConflictError
 from lake_core.ingest.types import normalize_type
+from lake_core.otree.weights import WEIGHT_COLUMN
 
 
 def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa.Schema:
@@ -39,7 +40,10 @@ def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa
     fields = [] if pool is None else [pa.field(f.name, f.type) for f in pool]
     position = {field.name: i for i, field in enumerate(fields)}
     for field in incoming:
-        dtype = normalize_type(field.type)
+        # The OTree weight stays int32 (its hash's width, and what Spark's hash() gives):
+        # the one column the lake does not widen to int64 (docs/otree.md).
+        keep = field.name == WEIGHT_COLUMN and pa.types.is_int32(field.type)
+        dtype = field.type if keep else normalize_type(field.type)
         if field.name in position:
             i = position[field.name]
             fields[i] = pa.field(field.name, _unify_type(fields[i].type, dtype, field.name, source))

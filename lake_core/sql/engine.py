@@ -411,7 +411,9 @@ class _Session:
         if schema is None or not len(schema):
             # Nothing loaded yet: the key fields, typeless, so count(*) is 0 and names bind.
             schema = pa.schema([(f, pa.null()) for f in pool.config.key.fields])
-        pruners = read_pruners(snap, pool.config.key, predicate, schema, pool.store, pool.id)
+        pruners = read_pruners(
+            snap, pool.config.key, predicate, schema, pool.store, pool.id, otree=pool.config.otree
+        )
         plan = plan_read(snap, pool.config.key, predicate, schema=schema, pruners=pruners)
         # DuckDB's read_parquet takes whole files (and prunes them by their statistics): when
         # a rule may drop row groups statistics would keep (an index), read through the

@@ -1,0 +1,180 @@
+"""Writing one batch into an OTree pool: weights, revision, cubes, objects.
+
+Each object is a rollup group of cubes (:mod:`lake_core.otree.build`), its rows ordered by
+(cube pre-order, weight). A cube's rows are cut into blocks of at most ``block_rows`` rows —
+one Parquet row group each, block ``i`` being row group ``i`` — so a sample reads only the
+first blocks of the cubes it reaches: the rows of a cube are weight-sorted, and a block whose
+smallest weight is past the cut is skipped. Every block of a cube carries the cube's threshold
+as ``maxWeight`` (Qbeast's meaning), its own smallest weight as ``minWeight``.
+
+An object's ``min``/``max`` (and its column stats) are true bounds over its rows: OTree
+objects are not sorted by the pool key.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+
+from lake_core.clock import Clock
+from lake_core.encode import EncodeOptions, encode_group
+from lake_core.ids import new_id
+from lake_core.integrity import checksum
+from lake_core.layout import PoolLayout
+from lake_core.objects import ObjectMeta
+from lake_core.otree.blocks import Block, revision_of, tags_of
+from lake_core.otree.build import BuiltBlock, build_tree
+from lake_core.otree.revisions import Revision, coordinates, first_revision, next_revision
+from lake_core.otree.settings import OTreeLayout
+from lake_core.otree.weights import WEIGHT_COLUMN, weights_for
+from lake_core.poolkey import PoolKey
+from lake_core.stitch import stitch
+from lake_core.stores.base import ObjectStore
+from lake_core.writer import ENCODE_THREADS, WriteOptions, key_bounds, merge_stats, sort_table
+
+#: Bytes of Arrow data per row group at most (as the sorted layout's seek stride).
+_MIN_BLOCK_ROWS = 1
+
+
+def with_weights(table: pa.Table, layout: OTreeLayout) -> pa.Table:
+    """``table`` with its weight column (int32, last): computed from the indexed columns; a
+    salted pool keeps a weight column the rows already carry (a re-load of exported rows)."""
+    names = table.schema.names
+    if WEIGHT_COLUMN in names:
+        given = table.column(WEIGHT_COLUMN)
+        keep = (
+            layout.weight == "salted" and given.null_count == 0 and pa.types.is_integer(given.type)
+        )
+        table = table.drop_columns([WEIGHT_COLUMN])
+        if keep:
+            return table.append_column(
+                pa.field(WEIGHT_COLUMN, pa.int32(), False), given.cast(pa.int32())
+            )
+    weights = weights_for(table, layout.columns, layout.weight)
+    return table.append_column(pa.field(WEIGHT_COLUMN, pa.int32(), False), weights)
+
+
+def revision_change(
+    table: pa.Table, now_ms: int, rng: random.Random
+) -> Callable[[OTreeLayout], OTreeLayout | None]:
+    """The catalog change that makes the latest revision cover ``table``: revision 1 for a
+    pool's first batch, the union-range next revision for a batch outside the latest's
+    ranges, nothing (None) when the latest covers it."""
+
+    def change(current: OTreeLayout) -> OTreeLayout | None:
+        latest = current.latest
+        if latest is None:
+            return current.with_revision(
+                first_revision(table, current.columns, current.cube_size, now_ms, rng)
+            )
+        following = next_revision(latest, table, now_ms, rng)
+        return None if following is None else current.with_revision(following)
+
+    return change
+
+
+def revision_rows(objects: list[ObjectMeta], revision_id: int) -> int:
+    """Rows of the given live objects indexed in ``revision_id``."""
+    return sum(o.count for o in objects if revision_of(o) == revision_id)
+
+
+def batch_cube_size(cube_size: int, batch_rows: int, existing_rows: int) -> int:
+    """The cube size a batch is built with so that each cube of the revision holds about
+    ``cube_size`` rows over all its batches (anchor §6.4 b)."""
+    total = batch_rows + existing_rows
+    return max(1, cube_size * batch_rows // total) if total else cube_size
+
+
+def block_rows(cube_size: int, table: pa.Table, options: WriteOptions) -> int:
+    """Rows per block (row group): a quarter cube, so a sample cuts a cube finely, and no
+    more than the seek stride's worth of rows."""
+    row_bytes = max(1, table.nbytes // max(1, table.num_rows))
+    return max(_MIN_BLOCK_ROWS, min(math.ceil(cube_size / 4), options.seek_stride // row_bytes))
+
+
+def write_otree(
+    store: ObjectStore,
+    pool_id: str,
+    table: pa.Table,
+    key: PoolKey,
+    revision: Revision,
+    existing_rows: int,
+    options: WriteOptions,
+    *,
+    clock: Clock,
+    on_object: Callable[[ObjectMeta], None] | None = None,
+) -> list[ObjectMeta]:
+    """Write ``table`` (with its weight column) as OTree objects of ``revision``, which holds
+    ``existing_rows`` rows already; return their metadata (nothing is committed)."""
+    if table.num_rows == 0:
+        return []
+    weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
+    cube_size = batch_cube_size(revision.cube_size, table.num_rows, existing_rows)
+    q = coordinates(table, revision)
+    row_bytes = max(1, table.nbytes // table.num_rows)
+    rollup = max(cube_size, options.target_size // row_bytes)
+    tree = build_tree(q, weights, cube_size, rollup)
+    per_block = block_rows(cube_size, table, options)
+    encoding = EncodeOptions(options.compression, 1 << 20)
+    key_names = [f for f in key.fields if f in table.schema.names]
+    metas: list[ObjectMeta] = []
+    with ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="lake-otree") as ex:
+        for built in tree.objects:
+            blocks, pieces = _blocks(built, weights, per_block)
+            groups = list(
+                ex.map(
+                    lambda rows: encode_group(
+                        table.take(rows), table.schema, encoding, key_names
+                    ),
+                    pieces,
+                )
+            )
+            payload = b"".join(stitch([g.fragment for g in groups]))
+            object_id = new_id(clock)
+            store.put(PoolLayout(pool_id).data(object_id), payload)
+            keys = pa.concat_tables([g.keys for g in groups])
+            lo, hi = key_bounds(sort_table(keys, key), key)
+            meta = ObjectMeta(
+                id=object_id,
+                min=lo,
+                max=hi,
+                count=sum(g.rows for g in groups),
+                size=len(payload),
+                columns=merge_stats([g.stats for g in groups], [g.rows for g in groups]),
+                tags=tags_of(revision.id, blocks),
+                checksum=checksum(payload),
+            )
+            metas.append(meta)
+            if on_object is not None:
+                on_object(meta)
+    return metas
+
+
+def _blocks(
+    built: list[BuiltBlock], weights: np.ndarray, per_block: int
+) -> tuple[list[Block], list[np.ndarray]]:
+    """An object's blocks (cubes cut into runs of ``per_block`` weight-ordered rows) and the
+    batch rows of each, in row-group order."""
+    blocks: list[Block] = []
+    pieces: list[np.ndarray] = []
+    for b in built:
+        for start in range(0, len(b.rows), per_block):
+            rows = b.rows[start : start + per_block]
+            blocks.append(Block(b.cube, int(weights[rows[0]]), b.max_weight, len(rows)))
+            pieces.append(rows)
+    return blocks, pieces
+
+
+__all__ = [
+    "batch_cube_size",
+    "block_rows",
+    "revision_change",
+    "revision_rows",
+    "with_weights",
+    "write_otree",
+]
