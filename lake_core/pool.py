@@ -30,12 +30,14 @@ from lake_core.config import LakeConfig
 from lake_core.errors import (
     AlreadyExistsError,
     BranchNotFoundError,
+    CommitStateUnknownError,
     CorruptObjectError,
     HistoryVacatedError,
     NoCommitAtTimeError,
     NotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
+    ObjectStoreError,
     PoolNotFoundError,
     RetriesExhaustedError,
     UsageError,
@@ -189,7 +191,14 @@ class Pool:
             raise UsageError(
                 f"pool {self.name} was opened without its lake: it cannot add a revision"
             )
-        revised = self._revise(revision_change(table, now_ms, self._rng))
+        try:
+            revised = self._revise(revision_change(table, now_ms, self._rng))
+        except CommitStateUnknownError as e:
+            # The catalog's answer was lost, again and again: the revision may exist, but this
+            # load has written nothing and commits nothing. A plain store failure for it.
+            raise ObjectStoreError(
+                "catalog", f"could not record OTree revision of pool {self.name}: {e.detail}"
+            ) from e
         self.config = replace(self.config, otree=revised)
         assert revised.latest is not None
         return revised.latest

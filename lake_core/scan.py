@@ -1,6 +1,7 @@
 """Scanning a snapshot: pruning, merge on read, projection, in pool-key order.
 
-Order: records come out sorted by the pool key (or the direction ``order`` asks for), nulls
+Order: records come out sorted by the pool key (an OTree pool's only when an ``order`` is
+asked for: otherwise they stream object by object, as its cubes lay them out) (or the direction ``order`` asks for), nulls
 last, deterministically: objects whose key ranges overlap are read together and merge-sorted
 (stable, objects taken in id order), non-overlapping runs are emitted one after another, and
 records whose first key field is null come after all others, held back from every run and
@@ -68,6 +69,9 @@ class Scan:
     ) -> None:
         if name is not None:
             self.pool_name = name
+        #: An OTree pool's objects are laid out by cube, not by key: without an explicit
+        #: ``order`` its records stream object by object, in no key order (docs/otree.md).
+        self.unordered = otree is not None and order is None
         self.store, self.pool_id, self.key, self.snapshot = store, pool_id, key, snapshot
         self.pool_schema = snapshot.schema or pa.schema([])
         if order not in (None, "asc", "desc"):
@@ -191,6 +195,11 @@ class Scan:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""
+        if self.unordered:
+            for obj in self.objects:
+                for table in self._read_groups(obj):
+                    yield from table.select(self.out_schema.names).to_batches()
+            return
         nulls = _NullTail(self.key, self.descending)
         key0 = self.key.names(self.pool_schema)[0]
         # Each object's place in id order: ties between equal keys, in a run and in the tail.

@@ -24,6 +24,7 @@ from lake_core.catalog.state import CatalogSnapshot
 from lake_core.config import LakeConfig
 from lake_core.errors import (
     CatalogConflictError,
+    CommitStateUnknownError,
     CorruptObjectError,
     NotFoundError,
     PoolNotFoundError,
@@ -47,6 +48,7 @@ SCHEMA_MODE = "schema_mode"
 TXN_RETENTION = "txn_retention_seconds"
 UNIQUE = "unique"
 _REVISE_ATTEMPTS = 50
+_UNKNOWN_ATTEMPTS = 3
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ORDERS = {"asc": objects_pb2.KEY_ORDER_ASC, "desc": objects_pb2.KEY_ORDER_DESC}
 
@@ -181,6 +183,7 @@ class CatalogPoolRegistry(PoolRegistry):
         returns the settings now in the catalog (``change`` returning None changes nothing).
         Raises PoolNotFoundError (dropped, or another pool of that name now), UsageError (not
         an OTree pool), CatalogConflictError after many lost races."""
+        unknowns: list[CommitStateUnknownError] = []
         for _ in range(_REVISE_ATTEMPTS):
             with self.catalog.begin() as txn:
                 current = txn.state.pool(name.namespace, name.name)
@@ -200,6 +203,13 @@ class CatalogPoolRegistry(PoolRegistry):
                 try:
                     txn.commit()
                 except CatalogConflictError:
+                    continue  # lost to a racing commit: decide again on the newest version
+                except CommitStateUnknownError as e:
+                    # The answer was lost: the next round re-reads the newest version, where
+                    # the revision is found (change gives None) or still missing (made again).
+                    unknowns.append(e)
+                    if len(unknowns) >= _UNKNOWN_ATTEMPTS:
+                        raise
                     continue
                 return revised
         raise CatalogConflictError(

@@ -28,6 +28,12 @@ def weight_cut(f):
 
 
 def sample_range(f):
+    import math
+
+    from lake_core.errors import UsageError
+
+    if not (isinstance(f, (int, float)) and not math.isnan(f) and 0 < f <= 1):
+        raise UsageError(f"bad sample fraction {f}")
     if f >= 1:
         return None
     return MIN_WEIGHT, weight_cut(f)

@@ -128,9 +128,7 @@ def write_otree(
             blocks, pieces = _blocks(built, weights, per_block)
             groups = list(
                 ex.map(
-                    lambda rows: encode_group(
-                        table.take(rows), table.schema, encoding, key_names
-                    ),
+                    lambda rows: encode_group(table.take(rows), table.schema, encoding, key_names),
                     pieces,
                 )
             )
