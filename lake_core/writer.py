@@ -65,6 +65,11 @@ def sort_table(table: pa.Table, key: PoolKey) -> pa.Table:
     return table.take(key.sort_indices(table))
 
 
+def dictionary_limit(options: WriteOptions) -> int:
+    """The dictionary page limit for row groups of about ``options.seek_stride`` bytes."""
+    return min(1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE))
+
+
 def write_partitioned(
     store: ObjectStore,
     pool_id: str,
@@ -288,10 +293,7 @@ def write_sorted(
             options.target_size // row_bytes,
         ),
     )
-    dictionary_limit = min(
-        1 << 20, max(8 << 10, options.seek_stride // _DICTIONARY_LIMIT_PER_STRIDE)
-    )
-    encoding = EncodeOptions(options.compression, dictionary_limit)
+    encoding = EncodeOptions(options.compression, dictionary_limit(options))
     key_names = [f for f in key.fields if f in schema.names]
     workers = ENCODE_THREADS if threads is None else max(1, threads)
     metas: list[ObjectMeta] = []

@@ -35,7 +35,14 @@ from lake_core.otree.weights import WEIGHT_COLUMN, weights_for
 from lake_core.poolkey import PoolKey
 from lake_core.stitch import stitch
 from lake_core.stores.base import ObjectStore
-from lake_core.writer import ENCODE_THREADS, WriteOptions, key_bounds, merge_stats, sort_table
+from lake_core.writer import (
+    ENCODE_THREADS,
+    WriteOptions,
+    dictionary_limit,
+    key_bounds,
+    merge_stats,
+    sort_table,
+)
 
 #: Bytes of Arrow data per row group at most (as the sorted layout's seek stride).
 _MIN_BLOCK_ROWS = 1
@@ -120,17 +127,21 @@ def write_otree(
     rollup = max(cube_size, options.target_size // row_bytes)
     tree = build_tree(q, weights, cube_size, rollup)
     per_block = block_rows(cube_size, table, options)
-    encoding = EncodeOptions(options.compression, 1 << 20)
+    encoding = EncodeOptions(options.compression, dictionary_limit(options))
     key_names = [f for f in key.fields if f in table.schema.names]
     metas: list[ObjectMeta] = []
     with ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="lake-otree") as ex:
         for built in tree.objects:
             blocks, pieces = _blocks(built, weights, per_block)
+            # One gather per object (a take per block would re-walk the batch's chunks), then
+            # zero-copy slices, one per block.
+            rows = table.take(np.concatenate(pieces))
+            starts = np.cumsum([0] + [len(p) for p in pieces])
+            slices = [
+                rows.slice(int(a), int(b - a)) for a, b in zip(starts[:-1], starts[1:], strict=True)
+            ]
             groups = list(
-                ex.map(
-                    lambda rows: encode_group(table.take(rows), table.schema, encoding, key_names),
-                    pieces,
-                )
+                ex.map(lambda part: encode_group(part, table.schema, encoding, key_names), slices)
             )
             payload = b"".join(stitch([g.fragment for g in groups]))
             object_id = new_id(clock)
