@@ -154,7 +154,7 @@ def write_otree_batch(
 
     table = with_weights(table, pool.config.otree)  # type: ignore[arg-type]
     revision = pool.otree_revision(table)
-    existing = revision_rows(list(base.objects.values()), revision.id)
+    existing = revision_rows(list(base.objects.values()), revision)
     objects = write_otree(
         pool.store if batch is None else pool.store.deferring(batch),
         pool.id,

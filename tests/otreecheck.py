@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lake_core.otree.blocks import blocks_of, revision_of
+from lake_core.otree.blocks import blocks_of, revision_of, uid_of
 from lake_core.otree.revisions import coordinates
 from lake_core.otree.weights import WEIGHT_COLUMN, sample_range
 from lake_core.pool import Pool
@@ -20,7 +20,9 @@ def read_object(pool: Pool, object_id: str) -> pq.ParquetFile:
     return pq.ParquetFile(io.BytesIO(pool.store.get(pool.layout.data(object_id))))
 
 
-def check_otree_invariants(pool: Pool, ref: str | None = None) -> dict[str, int]:
+def check_otree_invariants(
+    pool: Pool, ref: str | None = None, *, forgotten_ok: bool = False
+) -> dict[str, int]:
     """Assert, for every live object of ``ref`` with OTree tags: its blocks match its row
     groups one to one (count), every row of a block lies in the block's cube (recomputed with
     the object's revision) and weight range, the block's minWeight is its smallest weight, rows
@@ -30,9 +32,12 @@ def check_otree_invariants(pool: Pool, ref: str | None = None) -> dict[str, int]
     snap = pool.snapshot(pool.resolve(ref))
     counts = {"indexed": 0, "unindexed": 0, "blocks": 0}
     for obj in snap.objects.values():
-        revision = layout.revision(revision_of(obj))
+        revision = layout.revision(revision_of(obj), uid_of(obj))
         if revision_of(obj) == 0:
             counts["unindexed"] += 1
+            continue
+        if revision is None and forgotten_ok:
+            counts["forgotten"] = counts.get("forgotten", 0) + 1
             continue
         assert revision is not None, f"object {obj.id}: revision {revision_of(obj)} unknown"
         blocks = blocks_of(obj, revision.dims)

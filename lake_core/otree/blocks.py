@@ -20,6 +20,9 @@ from lake_core.otree.cubes import Cube
 
 REVISION_TAG = "revision"
 BLOCKS_TAG = "blocks"
+#: The revision's uid (ours, beside Qbeast's tags): an object is read with a revision's
+#: mapping only when the uids agree.
+REVISION_UID_TAG = "revisionUid"
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,21 @@ class Block:
         }
 
 
-def tags_of(revision: int, blocks: list[Block]) -> dict[str, str]:
-    """The Add-action tags of an object of ``revision`` holding ``blocks`` (row-group order)."""
-    return {
+def tags_of(revision: int, blocks: list[Block], uid: str = "") -> dict[str, str]:
+    """The Add-action tags of an object of ``revision`` (uid ``uid``) holding ``blocks``
+    (row-group order)."""
+    tags = {
         REVISION_TAG: str(revision),
         BLOCKS_TAG: json.dumps([b.to_json() for b in blocks], separators=(",", ":")),
     }
+    if uid:
+        tags[REVISION_UID_TAG] = uid
+    return tags
+
+
+def uid_of(obj: ObjectMeta) -> str:
+    """The uid of the revision the object was written in ("" when not recorded)."""
+    return obj.tags.get(REVISION_UID_TAG, "")
 
 
 def revision_of(obj: ObjectMeta) -> int:
@@ -79,4 +91,13 @@ def blocks_of(obj: ObjectMeta, dims: int) -> list[Block] | None:
         return None
 
 
-__all__ = ["BLOCKS_TAG", "REVISION_TAG", "Block", "blocks_of", "revision_of", "tags_of"]
+__all__ = [
+    "BLOCKS_TAG",
+    "REVISION_TAG",
+    "REVISION_UID_TAG",
+    "Block",
+    "blocks_of",
+    "revision_of",
+    "tags_of",
+    "uid_of",
+]

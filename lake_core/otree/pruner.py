@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from lake_core.expr import Expr, ExpressionError, Or, key_range
 from lake_core.objects import ObjectMeta
-from lake_core.otree.blocks import Block, blocks_of, revision_of
+from lake_core.otree.blocks import Block, blocks_of, revision_of, uid_of
 from lake_core.otree.revisions import Revision, bound_coordinates
 from lake_core.otree.settings import OTreeLayout
 from lake_core.otree.weights import MAX_WEIGHT, MIN_WEIGHT, WEIGHT_COLUMN
@@ -74,7 +74,7 @@ class OTreePruner(Pruner):
         if obj.id in self._decided:
             return self._decided[obj.id]
         verdicts: list[bool] | None = None
-        revision = self.layout.revision(revision_of(obj))
+        revision = self.layout.revision(revision_of(obj), uid_of(obj))
         if revision is not None:
             blocks = blocks_of(obj, revision.dims)
             if blocks is not None and sum(b.count for b in blocks) == obj.count:

@@ -112,6 +112,10 @@ class Revision:
     created_ms: int = 0
     #: Per column, the Arrow type it was indexed as (a later widening changes coordinates).
     types: tuple[str, ...] = field(default=())
+    #: Drawn when the revision is made, and tagged on its objects: after a catalog rollback
+    #: forgot a revision, the next one may take its id, and its objects must not be read
+    #: with the newcomer's mapping (they are read whole instead).
+    uid: str = ""
 
     @property
     def dims(self) -> int:
@@ -121,6 +125,7 @@ class Revision:
         return {
             "revisionID": self.id,
             "timestamp": self.created_ms,
+            "uid": self.uid,
             "desiredCubeSize": self.cube_size,
             "columnTransformers": [
                 {"columnName": c, "dataType": t}
@@ -139,6 +144,7 @@ class Revision:
             transformations=tuple(Transformation.from_json(t) for t in d["transformations"]),
             created_ms=int(d.get("timestamp", 0)),
             types=tuple(str(t.get("dataType", "")) for t in transformers),
+            uid=str(d.get("uid", "")),
         )
 
     def covers(self, ranges: Sequence[tuple[float, float] | None]) -> bool:
@@ -271,8 +277,18 @@ def first_revision(
         else:
             transformations.append(for_range(r[0], r[1], rng))
     return Revision(
-        1, tuple(columns), cube_size, tuple(transformations), now_ms, _types(table, columns)
+        1,
+        tuple(columns),
+        cube_size,
+        tuple(transformations),
+        now_ms,
+        _types(table, columns),
+        _uid(rng),
     )
+
+
+def _uid(rng: random.Random) -> str:
+    return f"{rng.getrandbits(64):016x}"
 
 
 def next_revision(
@@ -295,6 +311,7 @@ def next_revision(
         transformations=tuple(transformations),
         created_ms=now_ms,
         types=_types(table, latest.columns) or latest.types,
+        uid=_uid(rng),
     )
 
 

@@ -37,10 +37,12 @@ class OTreeLayout:
     def latest(self) -> Revision | None:
         return self.revisions[-1] if self.revisions else None
 
-    def revision(self, revision_id: int) -> Revision | None:
+    def revision(self, revision_id: int, uid: str = "") -> Revision | None:
+        """Revision ``revision_id``; None when unknown, or when ``uid`` (an object's tag)
+        names another revision that once had this id (forgotten by a catalog rollback)."""
         for r in self.revisions:
             if r.id == revision_id:
-                return r
+                return r if not uid or not r.uid or uid == r.uid else None
         return None
 
     def to_options(self) -> dict[str, str]:

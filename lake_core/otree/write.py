@@ -27,7 +27,7 @@ from lake_core.ids import new_id
 from lake_core.integrity import checksum
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
-from lake_core.otree.blocks import Block, revision_of, tags_of
+from lake_core.otree.blocks import Block, revision_of, tags_of, uid_of
 from lake_core.otree.build import BuiltBlock, build_tree
 from lake_core.otree.revisions import Revision, coordinates, first_revision, next_revision
 from lake_core.otree.settings import OTreeLayout
@@ -85,9 +85,13 @@ def revision_change(
     return change
 
 
-def revision_rows(objects: list[ObjectMeta], revision_id: int) -> int:
-    """Rows of the given live objects indexed in ``revision_id``."""
-    return sum(o.count for o in objects if revision_of(o) == revision_id)
+def revision_rows(objects: list[ObjectMeta], revision: Revision) -> int:
+    """Rows of the given live objects indexed in ``revision``."""
+    return sum(
+        o.count
+        for o in objects
+        if revision_of(o) == revision.id and uid_of(o) in ("", revision.uid)
+    )
 
 
 def batch_cube_size(cube_size: int, batch_rows: int, existing_rows: int) -> int:
@@ -155,7 +159,7 @@ def write_otree(
                 count=sum(g.rows for g in groups),
                 size=len(payload),
                 columns=merge_stats([g.stats for g in groups], [g.rows for g in groups]),
-                tags=tags_of(revision.id, blocks),
+                tags=tags_of(revision.id, blocks, revision.uid),
                 checksum=checksum(payload),
             )
             metas.append(meta)

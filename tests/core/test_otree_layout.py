@@ -245,7 +245,6 @@ def test_load_sample_and_box_queries_equal_brute_force(lake: Lake) -> None:
     assert stats["rows_read"] < full.num_rows / 4
 
 
-
 def test_sample_needs_an_otree_pool_and_a_fraction(lake: Lake) -> None:
     plain = lake.create_pool("plain", "id")
     plain.load(pa.table({"id": [1, 2]}))
@@ -287,3 +286,32 @@ def test_all_null_and_constant_columns_still_load(lake: Lake) -> None:
     assert rows_of(pool.scan(sample=0.3).to_table(), ["id"]) == rows_of(
         brute_sample(full, 0.3), ["id"]
     )
+
+
+def test_revision_forgotten_by_a_catalog_rollback_is_never_misread(lake: Lake) -> None:
+    """A catalog rollback forgets revision 2; the next wide load makes another revision 2. The
+    first one's objects keep their tag: they must be read whole, not mapped by the newcomer."""
+    from lake_core.expr import parse_predicate, to_arrow_expression
+
+    pool = lake.create_pool("t", "id", otree=parse_layout("lon,lat", 200))
+    pool.load(_trips(3_000, 1))
+    before_wide = lake.catalog.latest_version()
+    assert before_wide is not None
+    pool.load(_trips(3_000, 2, scale=5.0, start=3_000))  # revision 2: x in about ±20
+    lake.catalog.rollback(before_wide)
+    pool = lake.pool("t")
+    assert [r.id for r in pool.config.otree.revisions] == [1]  # type: ignore[union-attr]
+    shifted = _trips(3_000, 3, start=6_000)
+    shifted = shifted.set_column(1, "lon", pa.array(np.linspace(100, 200, 3_000)))
+    pool.load(shifted)  # another revision 2, of lon 100..200
+    pool = lake.pool("t")
+    layout = pool.config.otree
+    assert layout is not None and [r.id for r in layout.revisions] == [1, 2]
+    counts = check_otree_invariants(pool, forgotten_ok=True)
+    assert counts["forgotten"] >= 1
+    full = pool.read()
+    cols = full.schema.names
+    for where in ("lon > 3 AND lon < 12", "lon < -4", "lat > 4", "lon > 150"):
+        want = full.filter(to_arrow_expression(parse_predicate(where), full.schema))
+        assert rows_of(pool.scan(where=where).to_table(), cols) == rows_of(want, cols), where
+        assert want.num_rows > 0, where
