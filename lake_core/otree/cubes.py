@@ -49,13 +49,31 @@ def morton(q: np.ndarray) -> np.ndarray:
     so codes order like cube bit strings."""
     n, dims = q.shape
     depth = depth_limit(dims)
+    spread = _spread_table(dims)
     code = np.zeros(n, dtype=np.int64)
-    for level in range(depth):
-        shift = depth - 1 - level
-        for i in range(dims):
-            bit = (q[:, i] >> shift) & 1
-            code |= bit << (dims * shift + (dims - 1 - i))
+    # A byte of q_i at a time: its 8 bits land ``dims`` apart (a table lookup), so a code
+    # costs ceil(D / 8) passes per dimension instead of D.
+    for i in range(dims):
+        column = q[:, i].astype(np.int64)
+        for k in range(0, depth, 8):
+            byte = (column >> k) & 0xFF
+            code |= spread[byte] << (dims * k + (dims - 1 - i))
     return code
+
+
+_SPREAD: dict[int, np.ndarray] = {}
+
+
+def _spread_table(dims: int) -> np.ndarray:
+    """For every byte value, its bits moved ``dims`` apart (bit j to bit ``dims * j``)."""
+    table = _SPREAD.get(dims)
+    if table is None:
+        values = np.arange(256, dtype=np.int64)
+        table = np.zeros(256, dtype=np.int64)
+        for j in range(8):
+            table |= ((values >> j) & 1) << (dims * j)
+        _SPREAD[dims] = table
+    return table
 
 
 @dataclass(frozen=True, order=True)
