@@ -58,6 +58,18 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def parse_fraction(text: str) -> float:
+    """A sample fraction: ``0.01``, ``1e-3`` or a percentage ``1%`` → a float in (0, 1]."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UsageError(f"invalid fraction {text!r}: use e.g. 0.01 or 1%") from None
+    if not 0 < value <= 1:  # NaN fails this too
+        raise UsageError(f"invalid fraction {text!r}: must be above 0 and at most 1 (100%)")
+    return value
+
+
 def format_size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1024 or unit == "TB":

@@ -32,7 +32,7 @@ from lake_cli.parsing import Choice, CommandLineError, Number
 from lake_core.clock import to_iso
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.names import MAIN
-from lake_core.units import format_size, human_size, parse_duration, parse_size
+from lake_core.units import format_size, human_size, parse_duration, parse_fraction, parse_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,6 +111,32 @@ def init(lk: LakeContext) -> None:
     hidden=True,
     help="bytes between seek points inside an object (tuning)",
 )
+@option(
+    "--layout",
+    default="sorted",
+    type=Choice("sorted", "otree"),
+    help="sorted (default): objects sorted by the pool key; otree: laid out in an OTree over "
+    "the --index columns, for box queries over several columns and --sample (docs/otree.md)",
+)
+@option(
+    "--index",
+    "index_columns",
+    metavar="A,B[,…]",
+    help="with --layout otree: the columns the OTree indexes (1 to 6; 2 to 4 work best)",
+)
+@option(
+    "--cube-size",
+    type=Number(int),
+    metavar="N",
+    help="with --layout otree: rows per cube (default 100000); smaller cubes prune finer, "
+    "larger ones make fewer, bigger row groups",
+)
+@option(
+    "--weight",
+    type=Choice("hash", "salted"),
+    help="with --layout otree: hash (default) weighs a row by Spark's hash of its indexed "
+    "columns; salted adds a random number per row (repeated values no longer sample alike)",
+)
 @pass_lake
 def create(
     lk: LakeContext,
@@ -122,8 +148,24 @@ def create(
     unique: bool,
     txn_retention: str,
     seek_stride: str,
+    layout: str,
+    index_columns: str | None,
+    cube_size: int | None,
+    weight: str | None,
 ) -> None:
     retention = None if txn_retention.strip() == "forever" else parse_duration(txn_retention)
+    otree = None
+    if layout == "otree":
+        from lake_core.otree.settings import parse_layout
+
+        if index_columns is None:
+            raise UsageError("--layout otree needs --index COLUMNS (e.g. --index lon,lat)")
+        otree = parse_layout(index_columns, cube_size, weight)
+    else:
+        given = {"--index": index_columns, "--cube-size": cube_size, "--weight": weight}
+        extra = [name for name, value in given.items() if value is not None]
+        if extra:
+            raise UsageError(f"{extra[0]} goes with --layout otree")
     created = lk.lake().create_pool(
         pool,
         orderby,
@@ -133,6 +175,7 @@ def create(
         schema_mode=schema_mode,
         unique=unique,
         txn_retention=retention,
+        otree=otree,
     )
     say(f"pool {created.name} created")
 
@@ -375,6 +418,7 @@ def commit(
     '  lake query --spark "SELECT carrier, count(*) AS n FROM flights GROUP BY carrier"\n'
     "  lake query -p logs\n"
     '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
+    '  lake query -p trips --sample 1% --where "fare > 10" --stats\n'
     "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
     "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n"
     '\nSQL (docs/sql.md): one SELECT; tables are pools (flights, ns.flights, "flights@dev",\n'
@@ -408,6 +452,12 @@ def commit(
     metavar="N",
     help="print at most N records (stops reading there)",
 )
+@option(
+    "--sample",
+    metavar="F",
+    help="with -p on an OTree pool: the sample of fraction F (0 < F <= 1, or a percentage "
+    "such as 1%): always the same rows for the same F, reading about F of the data",
+)
 @format_option("table", "json", "csv", "parquet")
 @option("-o", "output", metavar="FILE", help="write to FILE (needed for -f parquet)")
 @spark_options()
@@ -422,6 +472,7 @@ def query(
     order: str | None,
     stats: bool,
     limit: int | None,
+    sample: str | None,
     fmt: str,
     output: str | None,
     spark: bool,
@@ -439,7 +490,13 @@ def query(
             raise CommandLineError(
                 "a SQL query names its pools itself: give SQL or -p POOL, not both", ctx
             )
-        given = {"--where": where, "--columns": columns, "--order": order, "--limit": limit}
+        given = {
+            "--where": where,
+            "--columns": columns,
+            "--order": order,
+            "--limit": limit,
+            "--sample": sample,
+        }
         extra = [name for name, value in given.items() if value is not None]
         if extra:
             raise CommandLineError(f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx)
@@ -461,7 +518,14 @@ def query(
     names = [c.strip() for c in columns.split(",")] if columns else None
     if limit is not None and limit < 0:
         raise UsageError("--limit must be 0 or more")
-    scan = source.scan(ref, as_of=parse_time(as_of), where=where, columns=names, order=order)
+    scan = source.scan(
+        ref,
+        as_of=parse_time(as_of),
+        where=where,
+        columns=names,
+        order=order,
+        sample=None if sample is None else parse_fraction(sample),
+    )
     check_writable(output)
     batches: Iterator[pa.RecordBatch] = scan.batches()
     if limit is not None:

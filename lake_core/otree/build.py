@@ -50,6 +50,8 @@ class BuiltTree:
     """The batch as objects: each a list of blocks in cube pre-order."""
 
     objects: list[list[BuiltBlock]]
+    #: Every row's Morton code (int64), for ordering rows by place within a block.
+    codes: np.ndarray
 
     @property
     def blocks(self) -> list[BuiltBlock]:
@@ -125,7 +127,7 @@ def build_tree(
             int(weights[rows[0]]),
             thresholds.get((depth, pre), MAX_WEIGHT),
         )
-    return BuiltTree(rollup_objects(blocks, rollup))
+    return BuiltTree(rollup_objects(blocks, rollup), codes)
 
 
 def rollup_objects(blocks: dict[Cube, BuiltBlock], rollup: int) -> list[list[BuiltBlock]]:

@@ -1,11 +1,14 @@
 """Writing one batch into an OTree pool: weights, revision, cubes, objects.
 
-Each object is a rollup group of cubes (:mod:`lake_core.otree.build`), its rows ordered by
-(cube pre-order, weight). A cube's rows are cut into blocks of at most ``block_rows`` rows —
-one Parquet row group each, block ``i`` being row group ``i`` — so a sample reads only the
-first blocks of the cubes it reaches: the rows of a cube are weight-sorted, and a block whose
-smallest weight is past the cut is skipped. Every block of a cube carries the cube's threshold
-as ``maxWeight`` (Qbeast's meaning), its own smallest weight as ``minWeight``.
+Each object is a rollup group of cubes (:mod:`lake_core.otree.build`), in cube pre-order.
+A cube's rows, by weight, are cut into *bands* of at most ``block_rows`` rows (a quarter cube);
+each band is ordered by place (Morton code) and cut into row groups of about
+:func:`group_rows` rows; every row group is one block (block ``i`` is row group ``i``). So a
+sample reads only the first bands of the cubes it reaches (a block whose smallest weight is
+past the cut is skipped), and a box query reads, of a band, only the row groups whose
+place — Parquet's min/max of the indexed columns — meets it. Every block of a cube carries the
+cube's threshold as ``maxWeight`` (Qbeast's meaning), its own smallest weight as
+``minWeight``.
 
 An object's ``min``/``max`` (and its column stats) are true bounds over its rows: OTree
 objects are not sorted by the pool key.
@@ -101,6 +104,16 @@ def batch_cube_size(cube_size: int, batch_rows: int, existing_rows: int) -> int:
     return max(1, cube_size * batch_rows // total) if total else cube_size
 
 
+#: Rows a band is cut into at most (by place), and the fewest rows worth a row group.
+_GROUPS_PER_BAND = 8
+_MIN_GROUP_ROWS = 2048
+
+
+def group_rows(band: int) -> int:
+    """Rows per row group within a band of ``band`` rows."""
+    return max(_MIN_GROUP_ROWS, math.ceil(band / _GROUPS_PER_BAND))
+
+
 def block_rows(cube_size: int, table: pa.Table, options: WriteOptions) -> int:
     """Rows per block (row group): a quarter cube, so a sample cuts a cube finely, and no
     more than the seek stride's worth of rows."""
@@ -136,7 +149,7 @@ def write_otree(
     metas: list[ObjectMeta] = []
     with ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="lake-otree") as ex:
         for built in tree.objects:
-            blocks, pieces = _blocks(built, weights, per_block)
+            blocks, pieces = _blocks(built, weights, tree.codes, per_block, group_rows(per_block))
             # One gather per object (a take per block would re-walk the batch's chunks), then
             # zero-copy slices, one per block.
             rows = table.take(np.concatenate(pieces))
@@ -169,17 +182,28 @@ def write_otree(
 
 
 def _blocks(
-    built: list[BuiltBlock], weights: np.ndarray, per_block: int
+    built: list[BuiltBlock],
+    weights: np.ndarray,
+    codes: np.ndarray,
+    band: int,
+    group: int,
 ) -> tuple[list[Block], list[np.ndarray]]:
-    """An object's blocks (cubes cut into runs of ``per_block`` weight-ordered rows) and the
-    batch rows of each, in row-group order."""
+    """An object's blocks and the batch rows of each, in row-group order: each cube's rows
+    (weight-ordered) cut into *bands* of ``band`` rows, each band ordered by place (Morton
+    code) and cut into row groups of about ``group`` rows. A sample skips a cube's bands past
+    its cut (each block's minWeight); a box skips the row groups of a band whose place is
+    elsewhere (Parquet's min/max of the indexed columns, which place-ordering keeps tight)."""
     blocks: list[Block] = []
     pieces: list[np.ndarray] = []
     for b in built:
-        for start in range(0, len(b.rows), per_block):
-            rows = b.rows[start : start + per_block]
-            blocks.append(Block(b.cube, int(weights[rows[0]]), b.max_weight, len(rows)))
-            pieces.append(rows)
+        for start in range(0, len(b.rows), band):
+            rows = b.rows[start : start + band]
+            if len(rows) > group:
+                rows = rows[np.argsort(codes[rows], kind="stable")]
+            parts = max(1, round(len(rows) / group))
+            for piece in np.array_split(rows, parts):
+                blocks.append(Block(b.cube, int(weights[piece].min()), b.max_weight, len(piece)))
+                pieces.append(piece)
     return blocks, pieces
 
 
