@@ -3,7 +3,6 @@ brute-force sample every sampled read must equal."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
