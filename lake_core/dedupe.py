@@ -61,6 +61,7 @@ from lake_core.maintenance.policy import CompactionRun, SpanOrder, key_lt, key_s
 from lake_core.merge import KeepLast, merge_sorted
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
+from lake_core.otree.settings import refuse_key_sorted
 from lake_core.poolkey import PoolKey
 from lake_core.recency import Recency, key_positions, resolve_recency, rows_with_keys
 from lake_core.rowsets import pair_rows
@@ -293,6 +294,7 @@ def dedupe(
     message: str = "",
 ) -> DedupeResult:
     """Remove duplicate keys from ``branch`` in one commit (see the module docstring)."""
+    refuse_key_sorted(pool.config.otree, pool.name, "dedupe")
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _attempt(pool, branch, guard, author, message, attempt)

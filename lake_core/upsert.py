@@ -66,6 +66,7 @@ from lake_core.keyset import KeySet
 from lake_core.loading import Source, read_sources, source_names
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
+from lake_core.otree.settings import refuse_key_sorted
 from lake_core.poolkey import PoolKey
 from lake_core.reader import OpenObject, row_group_stats
 from lake_core.schema_mode import check_key_present, check_new_columns
@@ -816,6 +817,7 @@ def upsert(
     already), RetriesExhaustedError (racing commits won every attempt),
     CommitStateUnknownError (the outcome is open: the objects are kept). Any other failure
     commits nothing and leaves nothing behind."""
+    refuse_key_sorted(pool.config.otree, pool.name, "an upsert")
     txns = as_txns(txn)
     snapshot = pool.snapshot(pool.tip(branch))
     if txns:

@@ -41,6 +41,7 @@ from lake_core.maintenance.policy import (
 from lake_core.merge import DEFAULT_WINDOW_BYTES, KeepLast, batch_rows, merge_sorted, read_ahead
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
+from lake_core.otree.settings import refuse_key_sorted
 from lake_core.writer import WriteOptions, write_sorted
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ def plan_runs(
 ) -> list[CompactionRun]:
     """The runs to compact: ``object_ids`` merged together per partition, or the policy's
     (``schema``: the pool's, which a ``this`` key resolves against). Each run's objects are
-    in snapshot order (oldest first), which a unique pool's merge takes as recency."""
+    in snapshot order (oldest first), which a unique pool's merge takes as recency. Raises
+    UsageError for an OTree pool (see :func:`lake_core.otree.settings.refuse_key_sorted`)."""
+    refuse_key_sorted(pool.config.otree, pool.name, "compaction")
     if object_ids:
         return _explicit_runs(pool, objects, object_ids)
     key = pool.config.key

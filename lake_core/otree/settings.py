@@ -116,6 +116,17 @@ def check_combination(layout: OTreeLayout, *, unique: bool, partition_by: str | 
         raise UsageError("an OTree pool cannot be partitioned: its cubes partition it already")
 
 
+def refuse_key_sorted(layout: OTreeLayout | None, pool: str, what: str) -> None:
+    """Raise UsageError when ``what`` — an operation that merges objects as key-sorted runs
+    (compaction, upsert, dedupe) — is asked of an OTree pool: its objects are ordered by cube,
+    and a key-order merge of them would write objects whose recorded key bounds are wrong."""
+    if layout is not None:
+        raise UsageError(
+            f"pool {pool} has the OTree layout: {what} merges objects in key order, which OTree "
+            "objects are not in; use lake optimize to rewrite an OTree pool"
+        )
+
+
 __all__ = [
     "check_combination",
     "DEFAULT_CUBE_SIZE",

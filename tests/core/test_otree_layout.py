@@ -315,3 +315,19 @@ def test_revision_forgotten_by_a_catalog_rollback_is_never_misread(lake: Lake) -
         want = full.filter(to_arrow_expression(parse_predicate(where), full.schema))
         assert rows_of(pool.scan(where=where).to_table(), cols) == rows_of(want, cols), where
         assert want.num_rows > 0, where
+
+
+def test_key_order_merges_are_refused_and_change_nothing(lake: Lake) -> None:
+    pool = lake.create_pool("t", "id", otree=parse_layout("lon,lat", 100))
+    pool.load(_trips(1_000, 1))
+    pool.load(_trips(1_000, 2, start=1_000))
+    tip = pool.tip()
+    for op in (
+        lambda: pool.compact(),
+        lambda: pool.dedupe(),
+        lambda: pool.upsert([_trips(10, 3)]),
+    ):
+        with pytest.raises(UsageError, match="OTree"):
+            op()
+    assert pool.tip() == tip
+    assert lake.pool("t").read().num_rows == 2_000
