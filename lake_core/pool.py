@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         VacateResult,
     )
     from lake_core.maintenance.policy import CompactionRun
+    from lake_core.otree.optimize import OptimizeResult
     from lake_core.otree.revisions import Revision
     from lake_core.otree.settings import OTreeLayout
     from lake_core.planning import ReadStats
@@ -900,6 +901,27 @@ class Pool:
             return
         with self.maintenance_lock(lock_timeout) as held:
             yield held.check
+
+    def optimize(
+        self,
+        branch: str = MAIN,
+        *,
+        guard: Callable[[], None] | None = None,
+        lock_timeout: float | None = 600.0,
+        author: str | None = None,
+        message: str = "",
+        on_object: Callable[[ObjectMeta], None] | None = None,
+    ) -> OptimizeResult:
+        """Rewrite ``branch`` of an OTree pool as one tree in its latest revision when it holds
+        unindexed objects, older revisions or split cubes; ``.commit`` is None when there was
+        nothing to do. Takes the maintenance lock unless ``guard`` says the caller holds it
+        (:func:`lake_core.otree.optimize.optimize`)."""
+        from lake_core.otree.optimize import optimize
+
+        with self._guarded(guard, lock_timeout) as check:
+            return optimize(
+                self, branch, guard=check, author=author, message=message, on_object=on_object
+            )
 
     def compact(
         self,

@@ -32,6 +32,7 @@ def all_commands() -> list[click.Command]:
         pool.delete,
         pool.revert,
         maintenance.compact,
+        maintenance.optimize,
         maintenance.dedupe,
         maintenance.retain,
         maintenance.cleanup,

@@ -116,6 +116,15 @@ def check_combination(layout: OTreeLayout, *, unique: bool, partition_by: str | 
         raise UsageError("an OTree pool cannot be partitioned: its cubes partition it already")
 
 
+def refuse_unless_otree(layout: OTreeLayout | None, pool: str) -> OTreeLayout:
+    """``layout``, or UsageError for a pool without the OTree layout."""
+    if layout is None:
+        raise UsageError(
+            f"pool {pool} has no OTree layout (lake create POOL --layout otree --index COLUMNS)"
+        )
+    return layout
+
+
 def refuse_key_sorted(layout: OTreeLayout | None, pool: str, what: str) -> None:
     """Raise UsageError when ``what`` — an operation that merges objects as key-sorted runs
     (compaction, upsert, dedupe) — is asked of an OTree pool: its objects are ordered by cube,
