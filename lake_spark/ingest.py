@@ -54,6 +54,9 @@ from lake_core.indexes.rules import IndexRule
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, normalize_table, unify_schema
 from lake_core.objects import ObjectMeta
+from lake_core.otree.settings import OTreeLayout
+from lake_core.otree.weights import WEIGHT_COLUMN
+from lake_core.otree.write import with_weights
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
 from lake_core.poolkey import PoolKey
@@ -129,6 +132,10 @@ class Job:
     #: writes, so the driver never reads them back.
     index_rules: tuple[IndexRule, ...] = ()
     pool_name: str = ""
+    #: An OTree pool's settings: each task adds the rows' weight column (Spark's hash of the
+    #: indexed columns) to the objects it writes. They are unindexed (revision 0) until
+    #: ``lake optimize`` builds the tree; samples are exact from the start (docs/otree.md).
+    otree: OTreeLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -447,10 +454,13 @@ def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Writte
                 yield _Written(bucket, (), table)
                 return
             assert job.layout is not None
+            rows = conform_to(table, job.layout)
+            if job.otree is not None:
+                rows = with_weights(rows, job.otree)
             write_objects(
                 task_store(job.uri),
                 job.pool_id,
-                conform_to(table, job.layout),
+                rows,
                 job.key,
                 job.options,
                 partition=job.partitions[bucket],
@@ -466,7 +476,9 @@ def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Writte
                 threads=1,
             )
             yield _Written(
-                bucket, tuple(o.to_json() for o in written), indexes=tuple(m.to_json() for m in metas)
+                bucket,
+                tuple(o.to_json() for o in written),
+                indexes=tuple(m.to_json() for m in metas),
             )
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             yield _Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
@@ -550,6 +562,13 @@ def spark_load(
     # A whole-record key (this) is the pool's columns, known now: the tasks sort and write by
     # it. The survey sampled no key column for it, so each pool partition is one key range
     # (one task), which is correct, not parallel.
+    if pool.config.otree is not None:
+        # The weight column, as the local path adds it (int32, last): in the commit's schema
+        # and in every object (the tasks compute it; conform_to's exact layout keeps it).
+        weight = pa.field(WEIGHT_COLUMN, pa.int32(), nullable=False)
+        schema = pa.schema([f for f in schema if f.name != WEIGHT_COLUMN] + [weight])
+        layout = pa.schema([f for f in layout if f.name != WEIGHT_COLUMN] + [weight])
+        job = replace(job, otree=pool.config.otree)
     job = replace(job, key=job.key.resolve(schema))
     job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
     if job.spec is not None:

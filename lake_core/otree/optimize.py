@@ -67,8 +67,10 @@ class OptimizeResult:
 def needs_optimize(layout: OTreeLayout, objects: list[ObjectMeta]) -> str:
     """Why the objects of a branch need rewriting ("" when they do not)."""
     latest = layout.latest
-    if latest is None or not objects:
+    if not objects:
         return ""
+    if latest is None:  # loaded by paths that build no tree (a Spark load): index them all
+        return f"{len(objects)} unindexed object(s)"
     unindexed = 0
     older = 0
     homes: dict[str, str] = {}
