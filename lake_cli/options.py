@@ -47,7 +47,9 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
-def complete_pools(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+def complete_pools(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
     """Shell completion of ``-p``: the pools of the lake ``--lake`` (or ``LAKE_ROOT``) names.
     A lake that cannot be opened completes nothing: completion never prints an error."""
     from lake_core.config import LakeConfig

@@ -246,7 +246,9 @@ class _Reader:
             if option in group:
                 for other in self.scan.seen:
                     if other is not param and any(o in group for o in other.opts):
-                        self.fail(f"argument {_name(param)}: not allowed with argument {_name(other)}")
+                        self.fail(
+                            f"argument {_name(param)}: not allowed with argument {_name(other)}"
+                        )
         if value is not None:
             try:
                 param.type.convert(value, param, ctx)
@@ -346,11 +348,7 @@ class _Reader:
 
     def missing(self) -> None:
         given = {id(p) for p in self.scan.seen} | {id(p) for p, _ in self.scan.positionals}
-        names = [
-            _name(p)
-            for p in self.params
-            if getattr(p, "must", False) and id(p) not in given
-        ]
+        names = [_name(p) for p in self.params if getattr(p, "must", False) and id(p) not in given]
         if names:
             self.fail(f"the following arguments are required: {', '.join(names)}")
 

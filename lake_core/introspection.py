@@ -469,6 +469,10 @@ def metadata_table(
         return partitions_table(source, ref, as_of)
     if table == "indexes":
         return indexes_table(source, ref, as_of)
+    if table == "cubes":
+        from lake_core.otree.introspect import cubes_table
+
+        return cubes_table(source, ref, as_of)
     if ref is not None:
         raise UsageError(f"{pool}@{ref}$branches: branches belong to the pool, not to a ref")
     return branches_table(source, as_of)

@@ -23,7 +23,7 @@ MAX_NAME_BYTES = 64
 DEFAULT_NAMESPACE = "default"
 #: Metadata tables (:mod:`lake_core.introspection`): ``POOL$NAME`` for a pool's, and
 #: ``lake$NAME`` for the lake's (its catalog).
-POOL_TABLES = ("commits", "objects", "branches", "partitions", "indexes")
+POOL_TABLES = ("commits", "objects", "branches", "partitions", "indexes", "cubes")
 LAKE_TABLES = ("pools", "views")
 LAKE = "lake"
 _FORBIDDEN = set(" .@/")

@@ -32,6 +32,7 @@ from lake_core.expr import columns_of, parse_predicate, to_arrow_expression
 from lake_core.ingest.schema import conform_to
 from lake_core.integrity import open_verified
 from lake_core.objects import ObjectMeta
+from lake_core.otree.blocks import revision_of
 from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.otree.settings import OTreeLayout
 from lake_core.planning import ReadStats, object_stats, plan_read
@@ -205,7 +206,11 @@ class Scan:
         # Each object's place in id order: ties between equal keys, in a run and in the tail.
         rank = {o.id: i for i, o in enumerate(sorted(self.objects, key=lambda o: o.id))}
         for run in self._runs():
-            if len(run) == 1 and self.descending == self.key.descending:
+            if (
+                len(run) == 1
+                and self.descending == self.key.descending
+                and revision_of(run[0]) == 0  # an OTree object is in cube order, not key order
+            ):
                 # One object, already in the wanted order: stream it a row group at a time,
                 # so the first records come out before the object is read.
                 source = np.int64(rank[run[0].id])

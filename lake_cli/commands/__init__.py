@@ -41,6 +41,7 @@ def all_commands() -> list[click.Command]:
         maintenance.partitions,
         maintenance.drop_partition,
         inspect.schema,
+        inspect.otree,
         inspect.count,
         inspect.diff,
         inspect.verify,

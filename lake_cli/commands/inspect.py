@@ -64,6 +64,73 @@ def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 
 
 @command(
+    "otree",
+    "print an OTree pool's revisions and cubes (depth, blocks, rows, weight range)",
+    "  lake otree -p trips\n  lake otree -p trips@dev -f json\n"
+    "  lake query 'SELECT depth, sum(elements) FROM \"trips$cubes\" GROUP BY depth'\n",
+)
+@pool_option("POOL[@REF]", _POOL_REF)
+@as_of_option(_AS_OF)
+@format_option("table", "json", "csv", help=_FORMAT)
+@pass_lake
+def otree(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
+    from lake_core.otree.introspect import cubes_table, revisions_table
+    from lake_core.otree.settings import refuse_unless_otree
+
+    source, ref = lk.pool_ref(pool)
+    layout = refuse_unless_otree(source.config.otree, source.name)
+    cubes = cubes_table(source, ref, parse_time(as_of)).to_pylist()
+    revisions = revisions_table(layout).to_pylist()
+    if fmt == "json":
+        say(
+            json.dumps(
+                {
+                    "columns": list(layout.columns),
+                    "cube_size": layout.cube_size,
+                    "weight": layout.weight,
+                    "revisions": [{**r, "created": r["created"].isoformat()} for r in revisions],
+                    "cubes": cubes,
+                }
+            )
+        )
+        return
+    if fmt == "table":
+        say(
+            f"OTree over {', '.join(layout.columns)}; cube size {layout.cube_size}; "
+            f"weight {layout.weight}"
+        )
+        for r in revisions:
+            say(f"revision {r['revision']}: {r['transformations']}")
+        if not cubes:
+            say("(no rows yet)")
+            return
+    shown = [
+        {
+            **c,
+            "cube": "(unindexed)" if c["revision"] == 0 else (c["cube"] or '""'),
+            "min_fraction": None if c["min_fraction"] is None else round(c["min_fraction"], 6),
+            "max_fraction": None if c["max_fraction"] is None else round(c["max_fraction"], 6),
+        }
+        for c in cubes
+    ]
+    write_records(
+        shown,
+        fmt,
+        columns=[
+            "revision",
+            "cube",
+            "depth",
+            "blocks",
+            "objects",
+            "elements",
+            "min_fraction",
+            "max_fraction",
+        ],
+    )
+
+
+@command(
     "count",
     "print the number of records (from commit metadata where it can)",
     "  lake count -p logs\n"
@@ -76,8 +143,7 @@ def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
 @option(
     "--stats",
     is_flag=True,
-    help="print how many objects were counted from metadata and how many read, "
-    "as JSON on stderr",
+    help="print how many objects were counted from metadata and how many read, as JSON on stderr",
 )
 @pass_lake
 def count(lk: LakeContext, pool: str, as_of: str | None, where: str | None, stats: bool) -> None:
@@ -91,8 +157,7 @@ def count(lk: LakeContext, pool: str, as_of: str | None, where: str | None, stat
 @command(
     "diff",
     "compare two refs: objects and rows added and removed from REF1 to REF2",
-    "  lake diff -p logs main dev\n"
-    "  lake diff -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM main -f json\n",
+    "  lake diff -p logs main dev\n  lake diff -p logs 2Cp6AbqYy1bLoRLcTgqhAlYjKeM main -f json\n",
 )
 @pool_option("POOL", "the pool")
 @argument("ref1", "REF1", "branch or commit id to compare from")

@@ -442,9 +442,7 @@ def commit(
 @as_of_option("as of this ISO 8601 time (every pool of a SQL query), e.g. 2026-01-05T10:00:00Z")
 @where_option()
 @option("--columns", metavar="A,B", help="only these columns, comma-separated, in this order")
-@option(
-    "--order", type=Choice("asc", "desc"), help="key order of the output (default: the pool's)"
-)
+@option("--order", type=Choice("asc", "desc"), help="key order of the output (default: the pool's)")
 @option("--stats", is_flag=True, help="print what was read, as JSON on stderr")
 @option(
     "--limit",
@@ -499,7 +497,9 @@ def query(
         }
         extra = [name for name, value in given.items() if value is not None]
         if extra:
-            raise CommandLineError(f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx)
+            raise CommandLineError(
+                f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx
+            )
         if spark or spark_master:
             from lake_cli.commands import spark as on_spark
 
@@ -508,7 +508,9 @@ def query(
         run_sql_query(lk, sql, parse_time(as_of), stats, fmt, output)
         return
     if pool is None:
-        raise CommandLineError("lake query needs a SQL query or -p POOL", click.get_current_context())
+        raise CommandLineError(
+            "lake query needs a SQL query or -p POOL", click.get_current_context()
+        )
     import pyarrow as pa  # deferred, as write_records (lake --help)
 
     from lake_cli.output import check_writable, write_output  # deferred: pyarrow (lake --help)
@@ -716,7 +718,9 @@ def log(lk: LakeContext, pool: str, fmt: str) -> None:
     metavar="REF",
     help="branch or commit id the new branch starts at (default main)",
 )
-@option("-d", "delete", metavar="NAME", help="delete the branch NAME (its commits stay until cleanup)")
+@option(
+    "-d", "delete", metavar="NAME", help="delete the branch NAME (its commits stay until cleanup)"
+)
 @format_option("table", "json", "csv")
 @pass_lake
 def branch(

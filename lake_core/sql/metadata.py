@@ -26,6 +26,7 @@ from lake_core.introspection import (
     views_table,
 )
 from lake_core.names import DEFAULT_NAMESPACE, PoolName
+from lake_core.otree.introspect import cubes_table
 from lake_core.sql.errors import SqlError
 from lake_core.sql.resolve import LAKE_META_TABLES, POOL_META_TABLES, VIEW_LOOKUPS, MetaRequest
 from lake_core.views import expansion_order, get_view
@@ -51,6 +52,11 @@ def _partitions(request: MetaRequest) -> pa.Table:
 def _indexes(request: MetaRequest) -> pa.Table:
     assert request.pool is not None
     return indexes_table(request.pool, request.name.ref, request.as_of)
+
+
+def _cubes(request: MetaRequest) -> pa.Table:
+    assert request.pool is not None
+    return cubes_table(request.pool, request.name.ref, request.as_of)
 
 
 def _branches(request: MetaRequest) -> pa.Table:
@@ -106,6 +112,7 @@ def register() -> None:
         branches=_branches,
         partitions=_partitions,
         indexes=_indexes,
+        cubes=_cubes,
     )
     LAKE_META_TABLES.update(pools=_lake_table(pools_table), views=_lake_table(views_table))
     if view_lookup not in VIEW_LOOKUPS:
