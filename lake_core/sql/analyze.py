@@ -77,6 +77,17 @@ class Analysis:
     _selects: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _bases: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
+    def bases(self) -> list[dict[str, Any]]:
+        """Every table reference of the query (BASE_TABLE nodes of :attr:`tree`, which a
+        caller may change before :meth:`rewritten`)."""
+        return list(self._bases)
+
+    def rewritten(self, con: duckdb.DuckDBPyConnection) -> str:
+        """The query as :attr:`tree` now reads (DuckDB's ``json_deserialize_sql``)."""
+        doc = json.dumps({"error": False, "statements": [self.tree]})
+        rows = con.execute("SELECT json_deserialize_sql(?::JSON)", [doc]).fetchall()
+        return str(rows[0][0])
+
     def targets(self) -> dict[str, list[tuple[str, str]]]:
         """Per table key, the (schema, table) pairs DuckDB looks it up by: ``ns.flights`` is
         ("ns", "flights"), the quoted ``"ns.flights"`` is ("", "ns.flights"); both are one

@@ -35,11 +35,12 @@ import pyarrow as pa
 from lake_core.errors import PurgedObjectError
 from lake_core.expr import Expr, Or
 from lake_core.objects import ObjectMeta
+from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.planning import ReadPlan, open_fragments, plan_read
 from lake_core.pruners import read_pruners
 from lake_core.purge_records import purged_by
-from lake_core.sql.analyze import Analysis, analyze
-from lake_core.sql.errors import SqlError
+from lake_core.sql.analyze import Analysis, analyze, table_key
+from lake_core.sql.errors import SqlError, SqlRefusedError
 from lake_core.sql.resolve import (
     PoolTable,
     Resolved,
@@ -279,6 +280,12 @@ class _Session:
         self.serial = 0
         #: Columns the query mentions (None: ``*``), for the bytes_read counter.
         self.columns: frozenset[str] | None = None
+        #: Per OTree pool read with TABLESAMPLE, its sample's predicate (the OTree cut), and
+        #: per OTree pool whether each of its occurrences is sampled (all or none may be).
+        self.samples: dict[str, Expr] = {}
+        self.sampled: dict[str, set[float | None]] = {}
+        #: Whether a TABLESAMPLE clause was taken out of the query (it then runs rewritten).
+        self.rewritten = False
 
     def attach(self) -> None:
         """Make the connection the query runs in and apply the recorded registrations.
@@ -355,10 +362,10 @@ class _Session:
         for other in others:
             self.run(f"CREATE {kind} {other} AS SELECT * FROM {first}")
 
-    def register_arrow(self, key: str, data: Any) -> None:
+    def register_arrow(self, key: str, data: Any, where: str = "") -> None:
         internal = self.internal_name()
         self.con.register(internal, data)
-        self.create_view(key, f"SELECT * FROM {internal}")
+        self.create_view(key, f"SELECT * FROM {internal}{where}")
 
     def add_query(self, analysis: Analysis) -> None:
         """Resolve and register every table ``analysis`` names, and those of the views it
@@ -378,6 +385,7 @@ class _Session:
                 unresolved, current.cte_names, self.open_pool, self.lake, self.as_of
             )
             resolved.update(fresh)
+            self.take_samples(current, resolved, depth)
             schemas = pool_schemas(resolved)
             for key, expr in current.predicates(schemas).items():
                 if key not in resolved:
@@ -393,19 +401,58 @@ class _Session:
                         raise SqlError(f"{key}: views nest more than {_MAX_VIEW_DEPTH} deep")
                     views.append((key, source.sql))
                     pending.append((analyze(self.con, source.sql), depth + 1))
+        for key, fractions in self.sampled.items():
+            if len(fractions) > 1:
+                raise SqlRefusedError(
+                    f"{key}: an OTree pool sampled with TABLESAMPLE must be sampled alike "
+                    "wherever the query (and the views it reads) names it"
+                )
         for key, source in resolved.items():
             if isinstance(source, PoolTable):
-                self.add_pool(key, source, predicates.get(key))
+                sample = self.samples.get(key)
+                self.add_pool(key, source, and_sample(predicates.get(key), sample), sample)
             elif isinstance(source, TableTable):
                 self.later(self.register_arrow, key, source.table)
         for key, sql in reversed(views):  # inner views first: a view binds what it reads
             self.later(self.create_view, key, sql)
 
+    def take_samples(self, analysis: Analysis, resolved: dict[str, Resolved], depth: int) -> None:
+        """Map ``TABLESAMPLE p%`` (``PERCENT``, DuckDB's default method) on an OTree pool to
+        the OTree cut: the clause is taken out of the query, and the pool is read as the rows
+        with ``W(0) <= _lake_weight < W(p/100)`` (:mod:`lake_core.otree.sampling`): pruned by
+        cube, always the same rows, exactly the brute-force filter. Other samples (``ROWS``,
+        ``reservoir``/``bernoulli``, of a subquery, or on a pool without the OTree layout) are
+        DuckDB's own. Raises SqlRefusedError for the cut inside a view, SqlError for a
+        percentage outside (0, 100]."""
+        for node in analysis.bases():
+            key = table_key(str(node.get("schema_name", "")), str(node.get("table_name", "")))
+            source = resolved.get(key)
+            if not isinstance(source, PoolTable) or source.pool.config.otree is None:
+                continue
+            clause = node.get("sample")
+            fraction = _otree_fraction(key, clause)
+            if fraction is None:
+                self.sampled.setdefault(key, set()).add(None)
+                continue
+            if depth > 0:
+                raise SqlRefusedError(
+                    f"{key}: TABLESAMPLE of an OTree pool inside a view is not supported; "
+                    "sample the view instead"
+                )
+            self.sampled.setdefault(key, set()).add(fraction)
+            predicate = sample_predicate(source.pool.config.otree, fraction, key)
+            if predicate is not None:
+                self.samples[key] = predicate
+            node["sample"] = None  # DuckDB must not sample these rows again
+            self.rewritten = True
+
     def later(self, op: Callable[..., None], *args: Any) -> None:
         """Record ``op(*args)`` for :meth:`attach` (run on the query's own connection)."""
         self.pending.append(lambda: op(*args))
 
-    def add_pool(self, key: str, source: PoolTable, predicate: Expr | None) -> None:
+    def add_pool(
+        self, key: str, source: PoolTable, predicate: Expr | None, sample: Expr | None = None
+    ) -> None:
         pool, snap = source.pool, source.snapshot
         schema = snap.schema
         if schema is None or not len(schema):
@@ -423,18 +470,23 @@ class _Session:
         )
         read = _PoolRead(key, source, plan, local)
         self.reads.append(read)
+        # A sample's cut filters the rows the view yields (the query's own WHERE does not
+        # hold it: it was a TABLESAMPLE clause).
+        where = "" if sample is None else f" WHERE {_sample_sql(sample)}"
         if not plan.objects:
             read.counted = True
             self.later(self.register_arrow, key, schema.empty_table())
         elif local:
             read.files = [_object_path(pool, o) for o in plan.objects]
             self.allowed.extend(read.files)
-            self.later(self.add_parquet_view, key, read, schema)
+            self.later(self.add_parquet_view, key, read, schema, where)
         else:
             read.counted = True
-            self.later(self.register_arrow, key, self.dataset(read, schema))
+            self.later(self.register_arrow, key, self.dataset(read, schema), where)
 
-    def add_parquet_view(self, key: str, read: _PoolRead, schema: pa.Schema) -> None:
+    def add_parquet_view(
+        self, key: str, read: _PoolRead, schema: pa.Schema, where: str = ""
+    ) -> None:
         """A view over read_parquet of the planned files, shaped as the pool schema."""
         files = "[" + ", ".join(_string(f) for f in read.files) + "]"
         if _uniform(read.plan.objects, schema):
@@ -447,7 +499,7 @@ class _Session:
             # DuckDB unifies them by name, then each column is made the pool's.
             source = f"read_parquet({files}, union_by_name=true)"
             select = self.conforming_columns(source, schema)
-        self.create_view(key, f"SELECT {select} FROM {source}")
+        self.create_view(key, f"SELECT {select} FROM {source}{where}")
 
     def conforming_columns(self, source: str, schema: pa.Schema) -> str:
         """The select list that reads ``source`` as ``schema``: a column no file has is a
@@ -494,6 +546,31 @@ class _Session:
         )
 
 
+def _otree_fraction(key: str, clause: Any) -> float | None:
+    """The fraction a ``TABLESAMPLE`` clause asks of an OTree pool, or None when the clause
+    is absent or is not the cut's kind (rows, an explicit reservoir or bernoulli method)."""
+    if not isinstance(clause, dict) or not clause.get("is_percentage"):
+        return None
+    if str(clause.get("method", "")).lower() != "system":
+        return None
+    size = clause.get("sample_size") or {}
+    value = size.get("value")
+    if not isinstance(value, int | float | str):
+        return None
+    try:
+        percent = float(value)
+    except ValueError:
+        return None
+    if not 0 < percent <= 100:
+        raise SqlError(f"{key}: TABLESAMPLE takes a percentage above 0 and at most 100")
+    return percent / 100
+
+
+def _sample_sql(sample: Expr) -> str:
+    """The cut's predicate (``_lake_weight >= lo AND _lake_weight < hi``) as SQL."""
+    return str(sample)
+
+
 def run_sql(
     sql: str,
     open_pool: Callable[[str], Pool],
@@ -512,6 +589,8 @@ def run_sql(
     analysis = analyze(session.con, sql)
     session.columns = analysis.columns
     session.add_query(analysis)
+    if session.rewritten:
+        sql = analysis.rewritten(session.con)
     session.attach()
     try:
         relation = session.con.sql(sql)

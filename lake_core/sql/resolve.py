@@ -152,7 +152,9 @@ def resolve_tables(
 def pool_schemas(resolved: Mapping[str, Resolved]) -> dict[str, pa.Schema | None]:
     """Each resolved name's pool schema (None for metadata tables and views): what the
     predicate extraction binds unqualified columns with."""
-    return {k: (r.snapshot.schema if isinstance(r, PoolTable) else None) for k, r in resolved.items()}
+    return {
+        k: (r.snapshot.schema if isinstance(r, PoolTable) else None) for k, r in resolved.items()
+    }
 
 
 def _known(kinds: Mapping[str, object]) -> str:
