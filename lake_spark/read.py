@@ -33,6 +33,7 @@ from lake_core.errors import UsageError
 from lake_core.indexes.meta import IndexMeta
 from lake_core.layout import LAKE_MARKER
 from lake_core.objects import ObjectMeta
+from lake_core.otree.settings import OTreeLayout
 from lake_core.pool import Pool
 from lake_core.poolkey import PoolKey
 from lake_core.scan import Scan
@@ -97,6 +98,7 @@ def _read_objects(
     where: str | None,
     columns: list[str],
     counters: ReadCounters | None,
+    otree: OTreeLayout | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = task_store(uri)
@@ -114,7 +116,8 @@ def _read_objects(
                     schema,
                     indexes=MappingProxyType(indexes),
                 )
-                scan = Scan(store, pool_id, key, snap, where, columns)
+                # An OTree pool's tasks prune row groups by block, as the driver did objects.
+                scan = Scan(store, pool_id, key, snap, where, columns, otree=otree)
                 yield from scan.batches()
                 if counters is not None:
                     counters.add(scan.stats.to_json())
@@ -132,16 +135,21 @@ def spark_read(
     columns: list[str] | None = None,
     reader: str = "auto",
     counters: ReadCounters | None = None,
+    sample: float | None = None,
 ) -> DataFrame:
     """The rows of ``pool`` at ``ref`` (branch or commit; default main), as of ``as_of``,
     matching ``where`` (the lake's SQL predicate), with ``columns`` (default all), as a Spark
     DataFrame. Raises the local path's errors for a bad ref, time, predicate or column.
-    ``counters`` (the ``"lake"`` reader only) collect what the tasks read."""
+    ``counters`` (the ``"lake"`` reader only) collect what the tasks read. ``sample``: the
+    OTree sample of that fraction (:mod:`lake_core.otree.sampling`), the same rows as
+    ``Pool.scan(sample=…)``: the tasks read the planned row groups and filter by the cut."""
     if reader not in READERS:
         raise UsageError(f"reader must be one of {', '.join(READERS)}, not {reader!r}")
     if counters is not None and reader != "lake":
         raise UsageError("read counters need reader='lake' (Spark's own reader reports none)")
-    scan = pool.scan(ref, as_of=as_of, where=where, columns=columns)
+    scan = pool.scan(ref, as_of=as_of, where=where, columns=columns, sample=sample)
+    if sample is not None and scan.expr is not None:
+        where = str(scan.expr)  # the cut, AND-ed with the predicate, as the tasks parse it
     out = scan.out_schema
     spark_schema = _spark_schema(out)
     if counters is not None:
@@ -152,7 +160,9 @@ def spark_read(
     if reader == "parquet" or (reader == "auto" and _native_ok(pool, scan)):
         files = pool.files(ref, as_of=as_of, where=where)
         if any(f.startswith("s3://") for f in files):
-            raise UsageError("Spark cannot open s3:// objects without Hadoop S3A: use reader='lake'")
+            raise UsageError(
+                "Spark cannot open s3:// objects without Hadoop S3A: use reader='lake'"
+            )
         df = spark.read.schema(_spark_schema(scan.pool_schema)).parquet(*files)
         if scan.expr is not None:
             df = df.where(spark_predicate(scan.expr, scan.pool_schema))
@@ -168,7 +178,14 @@ def spark_read(
     ids = spark.createDataFrame(spark.sparkContext.parallelize(metas, slices), "meta string")
     return ids.mapInArrow(
         _read_objects(
-            pool.store.uri, pool.id, pool.config.key, scan.pool_schema, where, out.names, counters
+            pool.store.uri,
+            pool.id,
+            pool.config.key,
+            scan.pool_schema,
+            where,
+            out.names,
+            counters,
+            pool.config.otree,
         ),
         spark_schema,
     )

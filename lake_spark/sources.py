@@ -163,9 +163,7 @@ def read_chunk_columns(chunk: Chunk, columns: Sequence[str]) -> ChunkColumns:
         file = _parquet_file(chunk.name)
         schema = file.schema_arrow
         full = normalize_table(schema.empty_table(), chunk.name).schema
-        wanted = [
-            f.name for f in schema if f.name in set(columns) or _holds_uint64(f.type)
-        ]
+        wanted = [f.name for f in schema if f.name in set(columns) or _holds_uint64(f.type)]
         table = file.read_row_groups(list(chunk.row_groups), columns=wanted)
         meta = file.metadata
         groups = [meta.row_group(rg) for rg in chunk.row_groups]

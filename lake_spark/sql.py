@@ -186,6 +186,19 @@ class _Planner:
         resolved = resolve_tables(
             analysis.tables, analysis.cte_names, self.open_pool, self.lake, self.as_of
         )
+        for node in analysis.bases():
+            key = table_key(str(node.get("schema_name", "")), str(node.get("table_name", "")))
+            source = resolved.get(key)
+            if (
+                node.get("sample") is not None
+                and isinstance(source, PoolTable)
+                and source.pool.config.otree is not None
+            ):
+                # Spark would sample rows at random: the OTree cut runs in DuckDB only.
+                raise UsageError(
+                    f"{key}: TABLESAMPLE of an OTree pool is the OTree cut, which --spark does "
+                    "not run yet: query without --spark (or read with spark_read(sample=…))"
+                )
         schemas = pool_schemas(resolved)
         # All schemas at once: an unqualified column binds only to the one table that has it.
         predicates = analysis.predicates(schemas)

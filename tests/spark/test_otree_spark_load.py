@@ -55,3 +55,47 @@ def test_spark_load_into_an_otree_pool(spark: Any, lake: Lake, tmp_path: Path) -
     scan = remote.scan(sample=0.05)
     assert rows_of(scan.to_table(), cols) == rows_of(brute_sample(want, 0.05), cols)
     assert scan.stats.rows_read < n / 2
+
+
+def test_spark_read_of_a_sample(spark: Any, lake: Lake) -> None:
+    from lake_spark.read import ReadCounters, spark_read
+
+    rng = np.random.default_rng(6)
+    n = 5_000
+    pool = lake.create_pool("t", "id", otree=parse_layout("x,y", 200))
+    pool.load(
+        pa.table(
+            {"id": pa.array(np.arange(n), pa.int64()), "x": rng.normal(size=n), "y": rng.random(n)}
+        )
+    )
+    pool = lake.pool("t")
+    full = pool.read()
+    for reader in ("lake", "auto"):
+        counters = ReadCounters(spark) if reader == "lake" else None
+        df = spark_read(spark, pool, sample=0.1, where="x > 0", reader=reader, counters=counters)
+        got = sorted(r["id"] for r in df.collect())
+        sampled = brute_sample(full, 0.1)
+        want = sorted(
+            i
+            for i, x in zip(sampled["id"].to_pylist(), sampled["x"].to_pylist(), strict=True)
+            if x > 0
+        )
+        assert got == want, reader
+        if counters is not None:
+            assert counters.to_json()["rows_read"] < n / 2  # the tasks pruned by block
+
+
+def test_spark_sql_refuses_the_otree_cut(spark: Any, lake: Lake) -> None:
+    import pytest
+
+    from lake_core.errors import UsageError
+    from lake_spark.sql import spark_sql
+
+    pool = lake.create_pool("t", "id", otree=parse_layout("x", 100))
+    pool.load(pa.table({"id": pa.array([1, 2, 3], pa.int64()), "x": [0.1, 0.2, 0.3]}))
+    with pytest.raises(UsageError, match="OTree cut"):
+        spark_sql(spark, "SELECT * FROM t TABLESAMPLE 10%", lake.pool, lake)
+    assert (
+        spark_sql(spark, "SELECT count(*) AS n FROM t", lake.pool, lake).frame.collect()[0]["n"]
+        == 3
+    )
