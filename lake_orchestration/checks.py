@@ -62,6 +62,14 @@ def check_schema(pool: Pool, branch: str) -> tuple[bool, dict[str, Any]]:
 def check_fragmentation(pool: Pool, spec: PoolSpec) -> tuple[bool, dict[str, Any]]:
     """Overlapping and small objects within the compaction policy's thresholds (or nothing the
     policy would compact)."""
+    if pool.config.otree is not None:
+        # An OTree pool is "fragmented" when lake optimize has work: unindexed objects, older
+        # revisions, cubes split over objects.
+        from lake_core.otree.optimize import needs_optimize
+
+        objects = list(pool.snapshot(pool.tip(spec.branch)).objects.values())
+        reason = needs_optimize(pool.config.otree, objects)
+        return not reason, {"lake/optimize_needed": reason or "no"}
     policy = spec.maintenance.compaction
     frag = fragmentation(pool, spec.branch)
     passed = frag.pending_runs == 0 or (

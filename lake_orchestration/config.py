@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from lake_core.expr import ExpressionError, parse_predicate
 from lake_core.ingest.formats import FORMATS
 from lake_core.names import PoolName
+from lake_core.otree.settings import OTreeLayout, parse_layout
 from lake_core.partitions import PartitionSpec
 from lake_core.poolkey import PoolKey
 from lake_core.txn import DEFAULT_TXN_RETENTION
@@ -139,6 +140,33 @@ class PoolSpec(_Frozen):
     #: How long the pool remembers ingested files' transactions (``never``: forever); set
     #: when the pool is created (lake_core.txn, "Expiry").
     txn_retention: timedelta | None = DEFAULT_TXN_RETENTION
+    #: ``sorted`` (by the key) or ``otree`` over ``index`` (docs/otree.md): the pool's
+    #: compaction job and sensor then run ``lake optimize`` instead of LSM compaction.
+    layout: Literal["sorted", "otree"] = "sorted"
+    index: tuple[str, ...] = ()
+    cube_size: int | None = None
+
+    @field_validator("index", mode="before")
+    @classmethod
+    def _index(cls, v: Any) -> Any:
+        return tuple(f.strip() for f in v.split(",")) if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _otree(self) -> PoolSpec:
+        if self.layout == "otree":
+            parse_layout(self.index, self.cube_size)  # the CLI's checks
+            if self.mode == "upsert" or self.partition_by is not None:
+                raise ValueError(
+                    f"pool {self.name}: an OTree pool cannot be upserted into or partitioned"
+                )
+        elif self.index or self.cube_size is not None:
+            raise ValueError(f"pool {self.name}: index and cube_size go with layout: otree")
+        return self
+
+    @property
+    def otree(self) -> OTreeLayout | None:
+        """The OTree settings a new pool of this spec is created with (None: sorted)."""
+        return parse_layout(self.index, self.cube_size) if self.layout == "otree" else None
 
     @field_validator("txn_retention", mode="before")
     @classmethod

@@ -22,7 +22,7 @@ from lake_core.units import format_size, human_size
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.engine import cleanup_pool, compact_pool
-from lake_orchestration.metadata import live_metadata
+from lake_orchestration.metadata import live_metadata, otree_metadata
 from lake_orchestration.resources import LakeResource
 
 
@@ -103,6 +103,8 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
         context: dg.OpExecutionContext, config: CompactConfig, lake: LakeResource
     ) -> dg.Output[Any]:
         pool = _open(lake, spec)
+        if pool.config.otree is not None:
+            return _optimize(context, lake, pool, spec, key, config)
         with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
             # Plan only once the lock is held: a compaction that waited must not use a stale plan.
             snap = pool.snapshot(pool.tip(spec.branch))
@@ -145,6 +147,42 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
         compact_op()
 
     return compact_job
+
+
+def _optimize(
+    context: dg.OpExecutionContext,
+    lake: LakeResource,
+    pool: Pool,
+    spec: PoolSpec,
+    key: dg.AssetKey,
+    config: CompactConfig,
+) -> dg.Output[Any]:
+    """An OTree pool's maintenance: ``lake optimize`` (key-order compaction would undo its
+    layout), observed with the tree's shape: revisions, cubes and rows per depth."""
+    with lake.maintenance_lock(pool, _timeout(spec, config.lock_timeout)) as held:
+        result = pool.optimize(spec.branch, guard=held.check, author=lake.user)
+    if result.commit is None:
+        context.log.info(f"{spec.name}: nothing to optimize")
+        return dg.Output(None, metadata={"lake/commit": ""})
+    md: dict[str, Any] = {
+        "lake/commit": dg.MetadataValue.text(result.commit.id),
+        "lake/optimized_because": dg.MetadataValue.text(result.reason),
+        "lake/objects_before": result.objects_in,
+        "lake/objects_after": result.objects_out,
+        "lake/bytes_in": result.bytes_in,
+        "lake/bytes_out": result.bytes_out,
+        "lake/revision": result.revision,
+        "dagster/row_count": result.rows,
+        **otree_metadata(pool, result.commit.id),
+    }
+    context.log_event(
+        dg.AssetObservation(key, description="optimize", metadata=md, tags=_tags("compact"))
+    )
+    context.log.info(
+        f"{result.commit.id} committed: optimized {result.objects_in} objects into "
+        f"{result.objects_out} (revision {result.revision}; had {result.reason})"
+    )
+    return dg.Output(result.commit.id, metadata=md)
 
 
 def build_retention_job(spec: PoolSpec) -> dg.JobDefinition:

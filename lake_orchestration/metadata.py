@@ -65,13 +65,42 @@ def live_metadata(
         objects = [o for o in objects if o.partition in wanted]
     lo, hi = key_range(objects, pool.config.key.fields)
     size = sum(o.size for o in objects)
+    otree = pool.config.otree is not None and snap.commit_id is not None
+    extra = otree_metadata(pool, snap.commit_id) if otree else {}
     return {
+        **extra,
         "dagster/row_count": dg.MetadataValue.int(sum(o.count for o in objects)),
         "lake/objects": dg.MetadataValue.int(len(objects)),
         "lake/bytes": dg.MetadataValue.int(size),
         "lake/size": dg.MetadataValue.text(format_size(size)),
         "lake/key_min": dg.MetadataValue.text(lo),
         "lake/key_max": dg.MetadataValue.text(hi),
+    }
+
+
+def otree_metadata(pool: Pool, ref: str | None) -> dict[str, Any]:
+    """Dagster metadata of an OTree pool's tree at ``ref``: revisions, cubes, and a table of
+    cubes and rows per depth with a bar of each depth's share (the tree's density)."""
+    from lake_core.otree.introspect import cubes_table
+
+    cubes = cubes_table(pool, ref).to_pylist()
+    layout = pool.config.otree
+    per_depth: dict[Any, list[int]] = {}
+    for c in cubes:
+        entry = per_depth.setdefault(c["depth"], [0, 0])
+        entry[0] += 1
+        entry[1] += c["elements"]
+    total = sum(n for _, n in per_depth.values()) or 1
+    rows = ["| depth | cubes | rows | share |", "| ---: | ---: | ---: | --- |"]
+    for depth in sorted(per_depth, key=lambda d: -1 if d is None else d):
+        count, n = per_depth[depth]
+        bar = "█" * max(1, round(30 * n / total)) if n else ""
+        name = "unindexed" if depth is None else str(depth)
+        rows.append(f"| {name} | {count} | {n} | {bar} {100 * n / total:.1f}% |")
+    return {
+        "lake/otree_revisions": len(layout.revisions) if layout is not None else 0,
+        "lake/otree_cubes": sum(1 for c in cubes if c["cube"] is not None),
+        "lake/otree_depths": dg.MetadataValue.md("\n".join(rows)),
     }
 
 

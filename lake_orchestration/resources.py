@@ -136,6 +136,7 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 partition_by=spec.partition_by,
                 txn_retention=spec.txn_retention,
                 unique=spec.mode == "upsert",
+                otree=spec.otree,
             )
         except AlreadyExistsError:  # a concurrent run created it first
             return lake.pool(spec.name)
@@ -152,7 +153,9 @@ class LakeResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """The pool's landing zone, or None when the spec has none."""
         if not spec.landing:
             return None
-        return LandingZone(spec.landing, open_store(spec.landing, s3=self.s3_config()), spec.formats)
+        return LandingZone(
+            spec.landing, open_store(spec.landing, s3=self.s3_config()), spec.formats
+        )
 
     # -- engines ------------------------------------------------------------------------------
 

@@ -52,9 +52,7 @@ def request_unless_running(
     )
     if active:
         return dg.SensorResult(skip_reason=f"{what} {active[0].run_id} in progress")
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor
-    )
+    return dg.SensorResult(run_requests=[dg.RunRequest(run_key=run_key, tags=tags)], cursor=cursor)
 
 
 def landing_sensor_name(spec: PoolSpec) -> str:
@@ -175,6 +173,21 @@ def build_fragmentation_sensor(spec: PoolSpec, job: dg.JobDefinition) -> dg.Sens
         tip = pool.tip(spec.branch)
         if tip is None or tip == context.cursor:
             return dg.SensorResult(skip_reason="no new commits")
+        if pool.config.otree is not None:
+            from lake_core.otree.optimize import needs_optimize
+
+            objects = list(pool.snapshot(tip).objects.values())
+            reason = needs_optimize(pool.config.otree, objects)
+            if not reason:
+                return dg.SensorResult(skip_reason="nothing to optimize", cursor=tip)
+            return request_unless_running(
+                context,
+                compact_job_name(spec),
+                "optimize",
+                f"{spec.asset_name}:compact:{tip}",
+                {"lake/pool": spec.name, "lake/trigger": "otree"},
+                tip,
+            )
         frag = fragmentation(pool, spec.branch)
         over = (
             frag.overlapping_objects > policy.max_overlapping_objects
