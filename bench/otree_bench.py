@@ -56,13 +56,13 @@ OUT = ROOT / "bench" / "out"
 DATASETS: dict[str, dict[str, Any]] = {
     "flights": {
         "index": ("dep_delay", "distance"),
-        "cube_size": 5_000,
+        "cube_size": 1_000,
         "box": "dep_delay BETWEEN 0 AND 10 AND distance BETWEEN 500 AND 700",
         "key": "time_hour:asc",
     },
     "lineitem": {
         "index": ("l_shipdate", "l_partkey"),
-        "cube_size": 100_000,
+        "cube_size": 10_000,
         "box": (
             "l_shipdate BETWEEN DATE '1995-03-01' AND DATE '1995-04-30' "
             "AND l_partkey BETWEEN 100000 AND 110000"

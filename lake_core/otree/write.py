@@ -23,9 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lake_core.clock import Clock
-from lake_core.encode import EncodeOptions, encode_group
+from lake_core.encode import EncodeOptions
 from lake_core.ids import new_id
 from lake_core.integrity import checksum
 from lake_core.layout import PoolLayout
@@ -36,14 +37,13 @@ from lake_core.otree.revisions import Revision, coordinates, first_revision, nex
 from lake_core.otree.settings import OTreeLayout
 from lake_core.otree.weights import WEIGHT_COLUMN, weights_for
 from lake_core.poolkey import PoolKey
-from lake_core.stitch import stitch
+from lake_core.stats import table_meta
 from lake_core.stores.base import ObjectStore
 from lake_core.writer import (
     ENCODE_THREADS,
     WriteOptions,
     dictionary_limit,
     key_bounds,
-    merge_stats,
     sort_table,
 )
 
@@ -106,7 +106,7 @@ def batch_cube_size(cube_size: int, batch_rows: int, existing_rows: int) -> int:
 
 #: Rows a band is cut into at most (by place), and the fewest rows worth a row group.
 _GROUPS_PER_BAND = 8
-_MIN_GROUP_ROWS = 2048
+_MIN_GROUP_ROWS = 512
 
 
 def group_rows(band: int) -> int:
@@ -146,32 +146,41 @@ def write_otree(
     per_block = block_rows(cube_size, table, options)
     encoding = EncodeOptions(options.compression, dictionary_limit(options))
     key_names = [f for f in key.fields if f in table.schema.names]
+
+    def build(built: list[BuiltBlock]) -> tuple[list[Block], pa.Table, bytes]:
+        blocks, pieces = _blocks(built, weights, tree.codes, per_block, group_rows(per_block))
+        # One gather per object (a take per block would re-walk the batch's chunks), then one
+        # writer writing each block as its own row group (a writer per small row group, to
+        # stitch, costs more than the encoding: OTree row groups are a few thousand rows).
+        rows = table.take(np.concatenate(pieces))
+        sink = pa.BufferOutputStream()
+        with pq.ParquetWriter(
+            sink,
+            table.schema,
+            compression=encoding.compression,  # type: ignore[arg-type]
+            dictionary_pagesize_limit=encoding.dictionary_pagesize_limit,
+        ) as writer:
+            start = 0
+            for piece in pieces:
+                writer.write_table(rows.slice(start, len(piece)), row_group_size=len(piece))
+                start += len(piece)
+        return blocks, rows, sink.getvalue().to_pybytes()
+
     metas: list[ObjectMeta] = []
+    # Objects encode on threads (pyarrow's writer releases the GIL) and land in order.
     with ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="lake-otree") as ex:
-        for built in tree.objects:
-            blocks, pieces = _blocks(built, weights, tree.codes, per_block, group_rows(per_block))
-            # One gather per object (a take per block would re-walk the batch's chunks), then
-            # zero-copy slices, one per block.
-            rows = table.take(np.concatenate(pieces))
-            starts = np.cumsum([0] + [len(p) for p in pieces])
-            slices = [
-                rows.slice(int(a), int(b - a)) for a, b in zip(starts[:-1], starts[1:], strict=True)
-            ]
-            groups = list(
-                ex.map(lambda part: encode_group(part, table.schema, encoding, key_names), slices)
-            )
-            payload = b"".join(stitch([g.fragment for g in groups]))
+        for blocks, rows, payload in ex.map(build, tree.objects):
             object_id = new_id(clock)
             store.put(PoolLayout(pool_id).data(object_id), payload)
-            keys = pa.concat_tables([g.keys for g in groups])
+            keys = rows.select(key_names)
             lo, hi = key_bounds(sort_table(keys, key), key)
             meta = ObjectMeta(
                 id=object_id,
                 min=lo,
                 max=hi,
-                count=sum(g.rows for g in groups),
+                count=rows.num_rows,
                 size=len(payload),
-                columns=merge_stats([g.stats for g in groups], [g.rows for g in groups]),
+                columns=table_meta(rows),
                 tags=tags_of(revision.id, blocks, revision.uid),
                 checksum=checksum(payload),
             )
