@@ -65,10 +65,9 @@ def check_fragmentation(pool: Pool, spec: PoolSpec) -> tuple[bool, dict[str, Any
     if pool.config.otree is not None:
         # An OTree pool is "fragmented" when lake optimize has work: unindexed objects, older
         # revisions, cubes split over objects.
-        from lake_core.otree.optimize import needs_optimize
+        from lake_core.otree.optimize import pool_needs_optimize
 
-        objects = list(pool.snapshot(pool.tip(spec.branch)).objects.values())
-        reason = needs_optimize(pool.config.otree, objects)
+        reason = pool_needs_optimize(pool, spec.branch)
         return not reason, {"lake/optimize_needed": reason or "no"}
     policy = spec.maintenance.compaction
     frag = fragmentation(pool, spec.branch)

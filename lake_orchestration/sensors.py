@@ -174,11 +174,9 @@ def build_fragmentation_sensor(spec: PoolSpec, job: dg.JobDefinition) -> dg.Sens
         if tip is None or tip == context.cursor:
             return dg.SensorResult(skip_reason="no new commits")
         if pool.config.otree is not None:
-            from lake_core.otree.optimize import needs_optimize
+            from lake_core.otree.optimize import pool_needs_optimize
 
-            objects = list(pool.snapshot(tip).objects.values())
-            reason = needs_optimize(pool.config.otree, objects)
-            if not reason:
+            if not pool_needs_optimize(pool, spec.branch):
                 return dg.SensorResult(skip_reason="nothing to optimize", cursor=tip)
             return request_unless_running(
                 context,

@@ -98,6 +98,14 @@ def needs_optimize(layout: OTreeLayout, objects: list[ObjectMeta]) -> str:
     return ", ".join(reasons)
 
 
+def pool_needs_optimize(pool: Pool, branch: str = MAIN) -> str:
+    """Why ``branch`` of OTree pool ``pool`` needs :func:`optimize` ("" when it does not)."""
+    layout = pool.config.otree
+    if layout is None:
+        return ""
+    return needs_optimize(layout, list(pool.snapshot(pool.tip(branch)).objects.values()))
+
+
 def optimize(
     pool: Pool,
     branch: str = MAIN,
@@ -171,4 +179,4 @@ def optimize(
     )
 
 
-__all__ = ["OptimizeResult", "needs_optimize", "optimize"]
+__all__ = ["OptimizeResult", "needs_optimize", "optimize", "pool_needs_optimize"]

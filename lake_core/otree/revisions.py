@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from lake_core.errors import UsageError
 from lake_core.otree.cubes import lattice
+from lake_core.otree.weights import is_bytes, spark_hash
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: Seed of the hash that places string values (the row weight uses Spark's 42).
@@ -156,14 +157,7 @@ class Revision:
 
 def is_hashed(t: pa.DataType) -> bool:
     """Whether a column of type ``t`` is placed by hash (strings, binaries)."""
-    return bool(
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary_view(t)
-    )
+    return is_bytes(t)
 
 
 def check_indexable(name: str, t: pa.DataType) -> None:
@@ -233,8 +227,6 @@ def value_number(value: Any) -> float | None:
 def hash_coordinates(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> np.ndarray:
     """Coordinates of a hashed column: its values' Murmur3 (Spark's, seeded with
     :data:`COORDINATE_SEED`) scaled to ``[0, 1]``; a null hashes as nothing (the seed)."""
-    from lake_core.otree.weights import spark_hash
-
     h = np.asarray(spark_hash([column], seed=COORDINATE_SEED), dtype=np.int64)
     out: np.ndarray = (h & 0x7FFFFFFF).astype(np.float64) / float(0x7FFFFFFF)
     return out

@@ -125,6 +125,18 @@ def _hash_bytes(
     return _fmix(h1, lengths)
 
 
+def is_bytes(t: pa.DataType) -> bool:
+    """Whether Spark hashes a column of type ``t`` as bytes (strings and binaries)."""
+    return bool(
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_string_view(t)
+        or pa.types.is_binary_view(t)
+    )
+
+
 def _flat(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
     array: Any = column
     if isinstance(column, pa.ChunkedArray):
@@ -201,14 +213,7 @@ def _hash_column(column: pa.Array[Any], h: np.ndarray) -> np.ndarray:
         slots = np.frombuffer(column.buffers()[1], dtype=np.int64)  # type: ignore[call-overload]
         unscaled = slots[column.offset * width : (column.offset + n) * width : width]
         new = _hash_long_bits(unscaled[rows], seeds)
-    elif (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary_view(t)
-    ):
+    elif is_bytes(t):
         if pa.types.is_string_view(t):
             column = column.cast(pa.large_string())
         elif pa.types.is_binary_view(t):
@@ -299,6 +304,7 @@ __all__ = [
     "SEED",
     "WEIGHT_COLUMN",
     "hash_long",
+    "is_bytes",
     "salted",
     "sample_range",
     "spark_hash",
