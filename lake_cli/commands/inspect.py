@@ -59,6 +59,12 @@ def schema(lk: LakeContext, pool: str, as_of: str | None, fmt: str) -> None:
         )
         for k in missing:
             say(f"(key field {k} is in no record yet)")
+        otree = source.config.otree
+        if otree is not None:
+            say(
+                f"(OTree over {', '.join(otree.columns)}, cube size {otree.cube_size}; "
+                "_lake_weight is each row's weight: lake otree -p POOL)"
+            )
         return
     write_records(rows, fmt, columns=["name", "type", "nullable", "nulls", "key"])
 

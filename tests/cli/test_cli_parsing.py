@@ -14,8 +14,9 @@ from lake_cli import main
 
 COMMANDS = (
     "'init', 'create', 'ls', 'drop', 'load', 'upsert', 'add', 'status', 'commit', 'query', "
-    "'objects', 'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'dedupe', 'retain', "
-    "'cleanup', 'vacate', 'purge', 'partitions', 'drop-partition', 'schema', 'count', 'diff', "
+    "'objects', 'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'optimize', 'dedupe', "
+    "'retain', 'cleanup', 'vacate', 'purge', 'partitions', 'drop-partition', 'schema', 'otree', "
+    "'count', 'diff', "
     "'verify', 'catalog', 'view', 'index'"
 )
 
