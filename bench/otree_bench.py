@@ -62,7 +62,7 @@ DATASETS: dict[str, dict[str, Any]] = {
     },
     "lineitem": {
         "index": ("l_shipdate", "l_partkey"),
-        "cube_size": 10_000,
+        "cube_size": 8_000,
         "box": (
             "l_shipdate BETWEEN DATE '1995-03-01' AND DATE '1995-04-30' "
             "AND l_partkey BETWEEN 100000 AND 110000"
