@@ -78,14 +78,11 @@ def ls(lk: LakeContext, fmt: str, at_version: str | None, as_of: str | None) -> 
             "schema_mode": p.schema_mode,
             # A JSON boolean in -f json; true/false in text, as lake query prints booleans.
             "unique": p.unique if fmt == "json" else str(p.unique).lower(),
-            # -f json only (the table keeps the contract's columns): sorted, or otree(A,B)
-            "layout": "sorted" if p.otree is None else f"otree({','.join(p.otree.columns)})",
         }
         for p in pools
     ]
     columns = ["name", "id", "key", "order", "target_size", "created", "schema_mode", "unique"]
     if fmt == "json":
-        columns.append("layout")
         # Scripts get the retention too (seconds; null: remembered forever); the table keeps
         # the contract's columns.
         columns.append("txn_retention_seconds")
