@@ -3,7 +3,7 @@
 The pyarrow scan (``lake query -p … --where``), DuckDB and Spark (SQL) all call
 :func:`read_pruners` and hand the list to :func:`lake_core.planning.plan_read`, so every engine
 skips exactly the same objects and row groups and ``--stats`` counts the same way. A new read
-feature adds its rule here (the OTree's cubes and samples: :mod:`lake_core.otree.pruner`), after the ones it should not pre-empt:
+feature adds its rule here (as the OTree's cubes and samples did: :mod:`lake_core.otree.pruner`);
 rules run in order and each sees only what the rules before it kept.
 """
 

@@ -1,7 +1,7 @@
 """Scanning a snapshot: pruning, merge on read, projection, in pool-key order.
 
-Order: records come out sorted by the pool key (an OTree pool's only when an ``order`` is
-asked for: otherwise they stream object by object, as its cubes lay them out) (or the direction ``order`` asks for), nulls
+Order: records come out sorted by the pool key (or the direction ``order`` asks for; an OTree
+pool's only when an ``order`` is asked for, else they stream object by object in cube order), nulls
 last, deterministically: objects whose key ranges overlap are read together and merge-sorted
 (stable, objects taken in id order), non-overlapping runs are emitted one after another, and
 records whose first key field is null come after all others, held back from every run and
