@@ -78,7 +78,7 @@ if TYPE_CHECKING:
     )
     from lake_core.maintenance.policy import CompactionRun
     from lake_core.otree.optimize import OptimizeResult
-    from lake_core.otree.revisions import Revision
+    from lake_core.otree.revisions import Extent, Revision
     from lake_core.otree.settings import OTreeLayout
     from lake_core.planning import ReadStats
     from lake_core.scan import Scan
@@ -172,11 +172,12 @@ class Pool:
             self._index_rules = tuple(source()) if source is not None else ()
         return self._index_rules
 
-    def otree_revision(self, table: pa.Table) -> Revision:
+    def otree_revision(self, table: pa.Table | Extent) -> Revision:
         """The OTree revision a batch (with its weight column) of this pool is indexed in: the
         latest this handle knows when it covers the batch, else the one the catalog has after
         :func:`~lake_core.otree.write.revision_change` (a racing writer's, or a new one this
-        commits); the handle's settings are updated to the catalog's. Raises UsageError for a
+        commits); the handle's settings are updated to the catalog's. ``table``: the batch,
+        or its :class:`~lake_core.otree.revisions.Extent` (a batch spread over tasks). Raises UsageError for a
         pool without the OTree layout or opened without its lake."""
         from lake_core.otree.revisions import next_revision
         from lake_core.otree.write import revision_change

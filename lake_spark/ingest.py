@@ -56,7 +56,6 @@ from lake_core.ingest import conform_to, normalize_table, unify_schema
 from lake_core.objects import ObjectMeta
 from lake_core.otree.settings import OTreeLayout
 from lake_core.otree.weights import WEIGHT_COLUMN
-from lake_core.otree.write import with_weights
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
 from lake_core.poolkey import PoolKey
@@ -94,7 +93,9 @@ _COUNT = "__lake_partition_rows"
 #: groups up to ten pieces a key range into one shuffle record (a JVM byte array), so small
 #: pieces keep records small whatever the size of a chunk.
 PIECE_BYTES = 8 * 1024 * 1024
-_PIECES = 1 << 24  # pieces per chunk, at most (sequence numbers: chunk * _PIECES + piece)
+PIECES_PER_CHUNK = (
+    1 << 24
+)  # pieces per chunk, at most (sequence numbers: chunk * PIECES_PER_CHUNK + piece)
 
 
 @dataclass(frozen=True)
@@ -132,14 +133,13 @@ class Job:
     #: writes, so the driver never reads them back.
     index_rules: tuple[IndexRule, ...] = ()
     pool_name: str = ""
-    #: An OTree pool's settings: each task adds the rows' weight column (Spark's hash of the
-    #: indexed columns) to the objects it writes. They are unindexed (revision 0) until
-    #: ``lake optimize`` builds the tree; samples are exact from the start (docs/otree.md).
+    #: An OTree pool's settings: the load builds the tree instead of key ranges
+    #: (:mod:`lake_spark.otree_load`).
     otree: OTreeLayout | None = None
 
 
 @dataclass(frozen=True)
-class _Written:
+class Written:
     bucket: int
     objects: tuple[dict[str, Any], ...]
     error: TaskError | None = None
@@ -324,7 +324,7 @@ def _plan_ranges(
 # -- stage 3: bucket and write (tasks) --------------------------------------------------------
 
 
-def _to_ipc(table: pa.Table, compression: str | None) -> bytes | bytearray:
+def to_ipc(table: pa.Table, compression: str | None) -> bytes | bytearray:
     options = pa.ipc.IpcWriteOptions(compression=compression)  # type: ignore[arg-type]
     if compression is not None:
         sink = pa.BufferOutputStream()
@@ -350,15 +350,15 @@ def from_ipc(data: bytes | bytearray) -> pa.Table:
 Piece = tuple[int, tuple[int, bytes | bytearray]]  # (bucket, (seq, Arrow IPC or error))
 
 
-def _failed(job: Job, chunk: int, exc: Exception) -> Iterator[Piece]:
+def failed_pieces(buckets: int, chunk: int, exc: Exception) -> Iterator[Piece]:
     """A chunk that failed after the survey: its error goes to every bucket (with a negative
     sequence number), so that no bucket writes and the driver raises it."""
     error = pickle.dumps(TaskError.capture(exc))
-    for bucket in range(len(job.partitions)):
-        yield bucket, (-1 - chunk * _PIECES, error)
+    for bucket in range(buckets):
+        yield bucket, (-1 - chunk * PIECES_PER_CHUNK, error)
 
 
-def _pieces(rows: pa.Table) -> Iterator[pa.Table]:
+def ipc_slices(rows: pa.Table) -> Iterator[pa.Table]:
     """``rows`` in slices of about :data:`PIECE_BYTES` (no shuffle record grows huge)."""
     step = max(1, PIECE_BYTES * rows.num_rows // max(1, rows.nbytes))
     for start in range(0, rows.num_rows, step):
@@ -379,8 +379,11 @@ def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
             )
         offset, bounds = job.ranges[value]
         for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
-            for i, piece in enumerate(_pieces(rows)):
-                yield offset + r, (chunk * _PIECES + i, _to_ipc(piece, job.shuffle_compression))
+            for i, piece in enumerate(ipc_slices(rows)):
+                yield (
+                    offset + r,
+                    (chunk * PIECES_PER_CHUNK + i, to_ipc(piece, job.shuffle_compression)),
+                )
 
 
 def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
@@ -388,7 +391,7 @@ def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
         try:
             pieces = list(_bucketize(job, read_chunk(chunk), chunk.index))
         except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
-            yield from _failed(job, chunk.index, exc)
+            yield from failed_pieces(len(job.partitions), chunk.index, exc)
             return
         yield from pieces
 
@@ -409,11 +412,11 @@ def bucketize_frame(
                 return
             pieces = list(_bucketize(job, normalize_table(raw, DATAFRAME_NAME), part))
         except Exception as exc:  # noqa: BLE001 - e.g. a DataFrame that changed since the survey
-            pieces = list(_failed(job, part, exc))
+            pieces = list(failed_pieces(len(job.partitions), part, exc))
         for bucket, (seq, payload) in pieces:
             yield pa.RecordBatch.from_pydict(
                 {"bucket": [bucket], "seq": [seq], "payload": [payload]},
-                schema=_BUCKET_SCHEMA,
+                schema=BUCKET_SCHEMA,
             )
 
     return run
@@ -424,7 +427,7 @@ _BUCKET_TYPES: dict[str, pa.DataType] = {
     "seq": pa.int64(),
     "payload": pa.binary(),
 }
-_BUCKET_SCHEMA = pa.schema(_BUCKET_TYPES)
+BUCKET_SCHEMA = pa.schema(_BUCKET_TYPES)
 
 
 def gather_pieces(items: Iterable[Piece]) -> pa.Table | TaskError | None:
@@ -443,20 +446,18 @@ def gather_pieces(items: Iterable[Piece]) -> pa.Table | TaskError | None:
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
 
 
-def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Written]]:
-    def run(bucket: int, items: Iterable[Piece]) -> Iterator[_Written]:
+def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
+    def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
         written: list[ObjectMeta] = []
         try:
             table = gather_pieces(items)
             if table is None:
                 return
             if isinstance(table, TaskError):  # a chunk failed: write nothing
-                yield _Written(bucket, (), table)
+                yield Written(bucket, (), table)
                 return
             assert job.layout is not None
             rows = conform_to(table, job.layout)
-            if job.otree is not None:
-                rows = with_weights(rows, job.otree)
             write_objects(
                 task_store(job.uri),
                 job.pool_id,
@@ -475,19 +476,48 @@ def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[_Writte
                 SYSTEM_CLOCK,
                 threads=1,
             )
-            yield _Written(
+            yield Written(
                 bucket,
                 tuple(o.to_json() for o in written),
                 indexes=tuple(m.to_json() for m in metas),
             )
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
-            yield _Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
 
     return run
 
 
 def by_bucket(bucket: int) -> int:
     return bucket
+
+
+def _write_ranges(
+    spark: SparkSession,
+    pool: Pool,
+    job: Job,
+    kept: list[Survey],
+    schema: pa.Schema,
+    layout: pa.Schema,
+    todo: list[Chunk],
+    frame: DataFrame | None,
+) -> list[Written]:
+    """Stage 2's key ranges and stage 3: the objects each range's task wrote (or its error)."""
+    job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
+    if job.spec is not None:
+        job.spec.values(layout.empty_table())  # the writer's partition check, before writing
+    buckets = len(job.partitions)
+    sc = spark.sparkContext
+    sc.setJobDescription(f"lakepool load into {pool.name}: write {buckets} key ranges")
+    if frame is not None:
+        pairs = frame.mapInArrow(
+            bucketize_frame(job), "bucket int, seq long, payload binary"
+        ).rdd.map(lambda row: (row[0], (row[1], row[2])))
+    else:
+        pairs = sc.parallelize(todo, len(todo)).flatMap(bucketize_chunk(job))
+    results: list[Written] = (
+        pairs.partitionBy(buckets, by_bucket).mapPartitionsWithIndex(_write_bucket(job)).collect()
+    )
+    return results
 
 
 # -- the driver -------------------------------------------------------------------------------
@@ -570,22 +600,16 @@ def spark_load(
         layout = pa.schema([f for f in layout if f.name != WEIGHT_COLUMN] + [weight])
         job = replace(job, otree=pool.config.otree)
     job = replace(job, key=job.key.resolve(schema))
-    job = _plan_ranges(job, kept, schema, layout, pool.config.target_size)
-    if job.spec is not None:
-        job.spec.values(layout.empty_table())  # the writer's partition check, before writing
-    buckets = len(job.partitions)
-    sc.setJobDescription(f"lakepool load into {pool.name}: write {buckets} key ranges")
-    if frame is not None:
-        pairs = frame.mapInArrow(
-            bucketize_frame(job), "bucket int, seq long, payload binary"
-        ).rdd.map(lambda row: (row[0], (row[1], row[2])))
+    with_rows = {s.chunk for s in kept}
+    todo = [c for c in chunks if c.index in with_rows]
+    if job.otree is not None:
+        from lake_spark.otree_load import write_tree
+
+        job = replace(job, schema=schema, layout=layout)
+        live = list(pool.snapshot(tip).objects.values())
+        results = write_tree(spark, pool, job, kept, live, todo, frame)
     else:
-        with_rows = {s.chunk for s in kept}
-        todo = [c for c in chunks if c.index in with_rows]
-        pairs = sc.parallelize(todo, len(todo)).flatMap(bucketize_chunk(job))
-    results: list[_Written] = (
-        pairs.partitionBy(buckets, by_bucket).mapPartitionsWithIndex(_write_bucket(job)).collect()
-    )
+        results = _write_ranges(spark, pool, job, kept, schema, layout, todo, frame)
     objects = [
         ObjectMeta.from_json(o) for r in sorted(results, key=lambda r: r.bucket) for o in r.objects
     ]

@@ -131,17 +131,23 @@ def build_tree(
 
 
 def rollup_objects(blocks: dict[Cube, BuiltBlock], rollup: int) -> list[list[BuiltBlock]]:
-    """Pack blocks into objects: deepest cube first, a group under ``rollup`` rows that is not
-    the root joins its parent's group. Objects come out in pre-order of their top cube, and
-    each object's blocks in pre-order."""
-    group_of: dict[Cube, Cube] = {c: c for c in blocks}
-    members: dict[Cube, list[Cube]] = {c: [c] for c in blocks}
-    sizes: dict[Cube, int] = {c: len(b.rows) for c, b in blocks.items()}
-    for cube in sorted(blocks, key=lambda c: -c.depth):
+    """Pack blocks into objects (:func:`rollup_groups`)."""
+    groups = rollup_groups({c: len(b.rows) for c, b in blocks.items()}, rollup)
+    return [[blocks[c] for c in group] for group in groups]
+
+
+def rollup_groups(rows: dict[Cube, int], rollup: int) -> list[list[Cube]]:
+    """Pack cubes (with their row counts) into objects: deepest cube first, a group under
+    ``rollup`` rows that is not the root joins its parent's group. Objects come out in
+    pre-order of their top cube, and each object's cubes in pre-order."""
+    group_of: dict[Cube, Cube] = {c: c for c in rows}
+    members: dict[Cube, list[Cube]] = {c: [c] for c in rows}
+    sizes: dict[Cube, int] = dict(rows)
+    for cube in sorted(rows, key=lambda c: -c.depth):
         if group_of[cube] is not cube or cube.depth == 0 or sizes[cube] >= rollup:
             continue
         parent = cube.parent()
-        while parent not in blocks and parent.depth > 0:  # the tree is complete; defensive
+        while parent not in rows and parent.depth > 0:  # the tree is complete; defensive
             parent = parent.parent()
         head = group_of.get(parent, parent)
         if head not in members:
@@ -153,10 +159,17 @@ def rollup_objects(blocks: dict[Cube, BuiltBlock], rollup: int) -> list[list[Bui
             group_of[member] = head
     out = []
     for head in sorted(members, key=Cube.sort_key):
-        cubes = sorted((c for c in members[head] if c in blocks), key=Cube.sort_key)
+        cubes = sorted((c for c in members[head] if c in rows), key=Cube.sort_key)
         if cubes:
-            out.append([blocks[c] for c in cubes])
+            out.append(cubes)
     return out
 
 
-__all__ = ["BuiltBlock", "BuiltTree", "assign_cubes", "build_tree", "rollup_objects"]
+__all__ = [
+    "BuiltBlock",
+    "BuiltTree",
+    "assign_cubes",
+    "build_tree",
+    "rollup_groups",
+    "rollup_objects",
+]

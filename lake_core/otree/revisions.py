@@ -254,14 +254,68 @@ def batch_ranges(table: pa.Table, columns: Sequence[str]) -> list[tuple[float, f
     return out
 
 
+@dataclass(frozen=True)
+class Extent:
+    """What a revision needs to know of a batch, per indexed column: its Arrow type as a
+    string (``null`` when the batch lacks it), whether it is placed by hash, and its (min, max)
+    as numbers (None: hashed, absent or all null). A batch spread over tasks is summed up by
+    :meth:`merge` of its parts' extents (each computed on rows conformed to the batch's
+    schema), which equals the extent of the whole batch."""
+
+    types: tuple[str, ...]
+    hashed: tuple[bool, ...]
+    ranges: tuple[tuple[float, float] | None, ...]
+
+    @classmethod
+    def of(cls, table: pa.Table, columns: Sequence[str]) -> Extent:
+        names = table.schema.names
+        return cls(
+            _types(table, columns),
+            tuple(c in names and is_hashed(table.schema.field(c).type) for c in columns),
+            tuple(batch_ranges(table, columns)),
+        )
+
+    @classmethod
+    def merge(cls, parts: Sequence[Extent]) -> Extent:
+        """The extent of the parts together (at least one part)."""
+        first = parts[0]
+        types = list(first.types)
+        hashed = list(first.hashed)
+        ranges = list(first.ranges)
+        for part in parts[1:]:
+            for i, (t, h, r) in enumerate(zip(part.types, part.hashed, part.ranges, strict=True)):
+                if types[i] == "null":
+                    types[i] = t
+                hashed[i] = hashed[i] or h
+                old = ranges[i]
+                ranges[i] = (
+                    r
+                    if old is None
+                    else old
+                    if r is None
+                    else (
+                        min(old[0], r[0]),
+                        max(old[1], r[1]),
+                    )
+                )
+        return cls(tuple(types), tuple(hashed), tuple(ranges))
+
+
+def _extent(batch: pa.Table | Extent, columns: Sequence[str]) -> Extent:
+    return batch if isinstance(batch, Extent) else Extent.of(batch, columns)
+
+
 def first_revision(
-    table: pa.Table, columns: Sequence[str], cube_size: int, now_ms: int, rng: random.Random
+    batch: pa.Table | Extent,
+    columns: Sequence[str],
+    cube_size: int,
+    now_ms: int,
+    rng: random.Random,
 ) -> Revision:
-    """Revision 1 for the first batch of a pool."""
-    ranges = batch_ranges(table, columns)
+    """Revision 1 for the first batch of a pool (the batch, or its :class:`Extent`)."""
+    extent = _extent(batch, columns)
     transformations = []
-    for name, r in zip(columns, ranges, strict=True):
-        hashed = name in table.schema.names and is_hashed(table.schema.field(name).type)
+    for hashed, r in zip(extent.hashed, extent.ranges, strict=True):
         if hashed:
             transformations.append(Transformation("hash"))
         elif r is None:
@@ -274,7 +328,7 @@ def first_revision(
         cube_size,
         tuple(transformations),
         now_ms,
-        _types(table, columns),
+        extent.types,
         _uid(rng),
     )
 
@@ -284,15 +338,15 @@ def _uid(rng: random.Random) -> str:
 
 
 def next_revision(
-    latest: Revision, table: pa.Table, now_ms: int, rng: random.Random
+    latest: Revision, batch: pa.Table | Extent, now_ms: int, rng: random.Random
 ) -> Revision | None:
     """The revision after ``latest`` whose ranges are the union of ``latest``'s and the
-    batch's; None when ``latest`` already covers the batch."""
-    ranges = batch_ranges(table, latest.columns)
-    if latest.covers(ranges):
+    batch's (the batch, or its :class:`Extent`); None when ``latest`` already covers it."""
+    extent = _extent(batch, latest.columns)
+    if latest.covers(extent.ranges):
         return None
     transformations = []
-    for t, r in zip(latest.transformations, ranges, strict=True):
+    for t, r in zip(latest.transformations, extent.ranges, strict=True):
         if r is None or t.covers(*r):
             transformations.append(t)
         else:
@@ -302,7 +356,7 @@ def next_revision(
         id=latest.id + 1,
         transformations=tuple(transformations),
         created_ms=now_ms,
-        types=_types(table, latest.columns) or latest.types,
+        types=extent.types or latest.types,
         uid=_uid(rng),
     )
 
@@ -366,6 +420,7 @@ def _cell(t: Transformation, number: float, dims: int) -> int:
 __all__ = [
     "Revision",
     "Transformation",
+    "Extent",
     "batch_ranges",
     "bound_coordinates",
     "check_indexable",

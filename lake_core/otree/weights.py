@@ -285,14 +285,16 @@ def salted(hashes: np.ndarray, rng: np.random.Generator | None = None) -> np.nda
         return hash_long(salts, hashes)
 
 
-def weights_for(table: pa.Table, columns: Sequence[str], mode: str) -> pa.Array[Any]:
+def weights_for(
+    table: pa.Table, columns: Sequence[str], mode: str, rng: np.random.Generator | None = None
+) -> pa.Array[Any]:
     """The weight column (int32, no nulls) of ``table`` for indexed ``columns``: ``hash``
     (Spark's hash of the columns; a column the table lacks is null: it changes nothing) or
-    ``salted``."""
+    ``salted`` (its salts drawn from ``rng``: a seeded one gives the same weights again)."""
     present = [table.column(c) for c in columns if c in table.schema.names]
     hashes = spark_hash(present) if present else np.full(table.num_rows, SEED, dtype=np.int32)
     if mode == "salted":
-        hashes = salted(hashes)
+        hashes = salted(hashes, rng)
     elif mode != "hash":
         raise UsageError(f"unknown OTree weight {mode!r}")
     return pa.array(hashes, pa.int32())

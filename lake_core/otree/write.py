@@ -33,7 +33,13 @@ from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
 from lake_core.otree.blocks import Block, revision_of, tags_of, uid_of
 from lake_core.otree.build import BuiltBlock, build_tree
-from lake_core.otree.revisions import Revision, coordinates, first_revision, next_revision
+from lake_core.otree.revisions import (
+    Extent,
+    Revision,
+    coordinates,
+    first_revision,
+    next_revision,
+)
 from lake_core.otree.settings import OTreeLayout
 from lake_core.otree.weights import WEIGHT_COLUMN, weights_for
 from lake_core.poolkey import PoolKey
@@ -51,9 +57,12 @@ from lake_core.writer import (
 _MIN_BLOCK_ROWS = 1
 
 
-def with_weights(table: pa.Table, layout: OTreeLayout) -> pa.Table:
+def with_weights(
+    table: pa.Table, layout: OTreeLayout, rng: np.random.Generator | None = None
+) -> pa.Table:
     """``table`` with its weight column (int32, last): computed from the indexed columns; a
-    salted pool keeps a weight column the rows already carry (a re-load of exported rows)."""
+    salted pool keeps a weight column the rows already carry (a re-load of exported rows),
+    else draws its salts from ``rng`` (fresh when None)."""
     names = table.schema.names
     if WEIGHT_COLUMN in names:
         given = table.column(WEIGHT_COLUMN)
@@ -65,24 +74,25 @@ def with_weights(table: pa.Table, layout: OTreeLayout) -> pa.Table:
             return table.append_column(
                 pa.field(WEIGHT_COLUMN, pa.int32(), False), given.cast(pa.int32())
             )
-    weights = weights_for(table, layout.columns, layout.weight)
+    weights = weights_for(table, layout.columns, layout.weight, rng)
     return table.append_column(pa.field(WEIGHT_COLUMN, pa.int32(), False), weights)
 
 
 def revision_change(
-    table: pa.Table, now_ms: int, rng: random.Random
+    batch: pa.Table | Extent, now_ms: int, rng: random.Random
 ) -> Callable[[OTreeLayout], OTreeLayout | None]:
-    """The catalog change that makes the latest revision cover ``table``: revision 1 for a
-    pool's first batch, the union-range next revision for a batch outside the latest's
-    ranges, nothing (None) when the latest covers it."""
+    """The catalog change that makes the latest revision cover ``batch`` (a table or its
+    :class:`~lake_core.otree.revisions.Extent`): revision 1 for a pool's first batch, the
+    union-range next revision for a batch outside the latest's ranges, nothing (None) when
+    the latest covers it."""
 
     def change(current: OTreeLayout) -> OTreeLayout | None:
         latest = current.latest
         if latest is None:
             return current.with_revision(
-                first_revision(table, current.columns, current.cube_size, now_ms, rng)
+                first_revision(batch, current.columns, current.cube_size, now_ms, rng)
             )
-        following = next_revision(latest, table, now_ms, rng)
+        following = next_revision(latest, batch, now_ms, rng)
         return None if following is None else current.with_revision(following)
 
     return change
@@ -145,49 +155,76 @@ def write_otree(
     tree = build_tree(q, weights, cube_size, rollup)
     per_block = block_rows(cube_size, table, options)
     encoding = EncodeOptions(options.compression, dictionary_limit(options))
-    key_names = [f for f in key.fields if f in table.schema.names]
+    metas: list[ObjectMeta] = []
 
     def build(built: list[BuiltBlock]) -> tuple[list[Block], pa.Table, bytes]:
-        blocks, pieces = _blocks(built, weights, tree.codes, per_block, group_rows(per_block))
-        # One gather per object (a take per block would re-walk the batch's chunks), then one
-        # writer writing each block as its own row group (a writer per small row group, to
-        # stitch, costs more than the encoding: OTree row groups are a few thousand rows).
-        rows = table.take(np.concatenate(pieces))
-        sink = pa.BufferOutputStream()
-        with pq.ParquetWriter(
-            sink,
-            table.schema,
-            compression=encoding.compression,  # type: ignore[arg-type]
-            dictionary_pagesize_limit=encoding.dictionary_pagesize_limit,
-        ) as writer:
-            start = 0
-            for piece in pieces:
-                writer.write_table(rows.slice(start, len(piece)), row_group_size=len(piece))
-                start += len(piece)
-        return blocks, rows, sink.getvalue().to_pybytes()
+        return encode_object(table, built, weights, tree.codes, per_block, encoding)
 
-    metas: list[ObjectMeta] = []
     # Objects encode on threads (pyarrow's writer releases the GIL) and land in order.
     with ThreadPoolExecutor(ENCODE_THREADS, thread_name_prefix="lake-otree") as ex:
         for blocks, rows, payload in ex.map(build, tree.objects):
             object_id = new_id(clock)
             store.put(PoolLayout(pool_id).data(object_id), payload)
-            keys = rows.select(key_names)
-            lo, hi = key_bounds(sort_table(keys, key), key)
-            meta = ObjectMeta(
-                id=object_id,
-                min=lo,
-                max=hi,
-                count=rows.num_rows,
-                size=len(payload),
-                columns=table_meta(rows),
-                tags=tags_of(revision.id, blocks, revision.uid),
-                checksum=checksum(payload),
-            )
+            meta = object_meta(object_id, rows, payload, blocks, key, revision)
             metas.append(meta)
             if on_object is not None:
                 on_object(meta)
     return metas
+
+
+def encode_object(
+    table: pa.Table,
+    built: list[BuiltBlock],
+    weights: np.ndarray,
+    codes: np.ndarray,
+    per_block: int,
+    encoding: EncodeOptions,
+) -> tuple[list[Block], pa.Table, bytes]:
+    """One object of ``table``'s rows: its blocks, its rows in block order, its Parquet bytes
+    (a row group per block). ``built``: its cubes in pre-order, each with its rows (indices
+    into ``table``) in weight order; ``weights`` and ``codes`` (Morton) of every row of
+    ``table``; ``per_block``: rows per weight band (:func:`block_rows`)."""
+    blocks, pieces = _blocks(built, weights, codes, per_block, group_rows(per_block))
+    # One gather per object (a take per block would re-walk the batch's chunks), then one
+    # writer writing each block as its own row group (a writer per small row group, to
+    # stitch, costs more than the encoding: OTree row groups are a few thousand rows).
+    rows = table.take(np.concatenate(pieces))
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(
+        sink,
+        table.schema,
+        compression=encoding.compression,  # type: ignore[arg-type]
+        dictionary_pagesize_limit=encoding.dictionary_pagesize_limit,
+    ) as writer:
+        start = 0
+        for piece in pieces:
+            writer.write_table(rows.slice(start, len(piece)), row_group_size=len(piece))
+            start += len(piece)
+    return blocks, rows, sink.getvalue().to_pybytes()
+
+
+def object_meta(
+    object_id: str,
+    rows: pa.Table,
+    payload: bytes,
+    blocks: list[Block],
+    key: PoolKey,
+    revision: Revision,
+) -> ObjectMeta:
+    """The metadata of an OTree object holding ``rows`` (encoded as ``payload``): true key
+    bounds and column stats over its rows, and its revision and blocks as tags."""
+    keys = rows.select([f for f in key.fields if f in rows.schema.names])
+    lo, hi = key_bounds(sort_table(keys, key), key)
+    return ObjectMeta(
+        id=object_id,
+        min=lo,
+        max=hi,
+        count=rows.num_rows,
+        size=len(payload),
+        columns=table_meta(rows),
+        tags=tags_of(revision.id, blocks, revision.uid),
+        checksum=checksum(payload),
+    )
 
 
 def _blocks(
@@ -219,6 +256,9 @@ def _blocks(
 __all__ = [
     "batch_cube_size",
     "block_rows",
+    "encode_object",
+    "group_rows",
+    "object_meta",
     "revision_change",
     "revision_rows",
     "with_weights",

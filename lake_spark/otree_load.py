@@ -1,0 +1,568 @@
+"""Spark load into an OTree pool: Spark tasks build the tree and write its objects; the driver
+plans between the stages and commits once (:func:`lake_spark.ingest.spark_load` calls this
+after its survey and schema unification).
+
+1. **Place** (a task per chunk, kept in executor memory): the chunk's indexed columns (and a
+   weight column it carries) conformed to the load's layout, every row's weight (a salted
+   pool's salts drawn from a generator seeded by the load and the chunk, so the last stage
+   draws the same ones), and the chunk's :class:`~lake_core.otree.revisions.Extent`. The
+   driver merges the extents and asks the pool for the revision covering the batch
+   (:meth:`lake_core.pool.Pool.otree_revision`: the latest, or a new one recorded in the
+   catalog, as the local path does). Then each task maps its rows to Morton codes once.
+2. **Thresholds** (one small job per depth): at depth ``L`` each task reports, for each cube
+   its still-unassigned rows fall in, their count and their ``C`` smallest weights. The
+   driver merges them: a cube with more than ``C`` such rows gets the ``C``-th smallest of
+   them all as its threshold — the exact level-wise construction of
+   :mod:`lake_core.otree.build`, since the ``C`` smallest of a union are among the union of
+   each part's ``C`` smallest. It stops at the first depth where no cube overflows.
+3. **Rollup** (driver): a last job counts each cube's rows; lake_core's rollup packs the cubes
+   into objects of about the target size (by the survey's encoded bytes per row).
+4. **Route and write**: each chunk is read again and its rows (weights recomputed, the same)
+   go to their object's task through Spark's shuffle, in source order; the task orders them
+   by (cube pre-order, weight), writes the object with lake_core's OTree encoder (blocks, row
+   groups, tags, stats) and indexes it under the pool's index rules.
+
+So the tree equals lake_core's build of the whole batch: the same revision, thresholds, and
+rows in every cube (tests/spark/test_otree_spark_load.py). Rows that route to a cube the plan
+does not know, or a row count that differs from the plan's, mean the input changed while
+loading: the load fails and its objects are deleted.
+
+Memory: a task holds one chunk, or one object's rows; the executors keep, per row, its Morton
+code and weight (12 bytes) between stages 1 and 3.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lake_core.clock import SYSTEM_CLOCK
+from lake_core.encode import EncodeOptions
+from lake_core.ids import new_id
+from lake_core.indexes.building import build_indexes
+from lake_core.ingest import conform_to, normalize_table
+from lake_core.layout import PoolLayout
+from lake_core.objects import ObjectMeta
+from lake_core.otree.blocks import Block
+from lake_core.otree.build import BuiltBlock, rollup_groups
+from lake_core.otree.cubes import Cube, depth_limit, morton
+from lake_core.otree.revisions import Extent, Revision, coordinates
+from lake_core.otree.weights import MAX_WEIGHT, WEIGHT_COLUMN
+from lake_core.otree.write import (
+    batch_cube_size,
+    block_rows,
+    encode_object,
+    object_meta,
+    revision_rows,
+    with_weights,
+)
+from lake_core.pool import Pool
+from lake_core.writer import dictionary_limit
+from lake_spark.ingest import (
+    BUCKET_SCHEMA,
+    DATAFRAME_NAME,
+    PIECES_PER_CHUNK,
+    Job,
+    Piece,
+    Survey,
+    Written,
+    by_bucket,
+    failed_pieces,
+    gather_pieces,
+    ipc_slices,
+    to_ipc,
+)
+from lake_spark.sources import Chunk, read_chunk, read_chunk_columns
+from lake_spark.tasks import TaskError, task_store
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Columns the route stage adds to each row on its way to its object's task.
+_POSITION = "__lake_cube_position"  # the cube's place among its object's cubes (pre-order)
+_CODE = "__lake_morton"
+
+
+# -- the tree as the driver plans it ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Level:
+    """One depth of the tree: the cubes with a threshold (sorted prefixes, thresholds). Every
+    other cube of that depth is a leaf: it takes all its rows still unassigned."""
+
+    prefixes: np.ndarray
+    thresholds: np.ndarray
+
+    def threshold_of(self, prefixes: np.ndarray) -> np.ndarray:
+        """Each prefix's threshold (:data:`MAX_WEIGHT` for a leaf)."""
+        return _lookup(self.prefixes, self.thresholds, prefixes, MAX_WEIGHT)
+
+
+def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray, default: int) -> np.ndarray:
+    """``values`` at ``wanted``'s places in sorted ``keys`` (``default`` where absent)."""
+    if not len(keys):
+        return np.full(len(wanted), default, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, values[at], default)
+
+
+def assign_depths(
+    codes: np.ndarray, weights: np.ndarray, levels: Sequence[Level], dims: int
+) -> np.ndarray:
+    """The depth of each row's cube under the decided ``levels`` (depths ``0..len-1``); -1 for
+    a row no decided level takes. A row's cube at depth ``L`` is its code's top ``dims*L``
+    bits; a cube takes its unassigned rows of weight at most its threshold."""
+    limit = depth_limit(dims)
+    depth_of = np.full(len(codes), -1, dtype=np.int64)
+    pending = np.arange(len(codes))
+    for depth, level in enumerate(levels):
+        if not len(pending):
+            break
+        prefixes = codes[pending] >> (dims * (limit - depth))
+        take = weights[pending] <= level.threshold_of(prefixes)
+        if depth == limit:  # the deepest cubes cannot be told apart: leaves
+            take[:] = True
+        depth_of[pending[take]] = depth
+        pending = pending[~take]
+    return depth_of
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """One task's unassigned rows at one depth: per cube (sorted prefixes) their count, and
+    their ``C`` smallest weights (``kept_prefixes``/``kept_weights``, by cube)."""
+
+    prefixes: np.ndarray
+    counts: np.ndarray
+    kept_prefixes: np.ndarray
+    kept_weights: np.ndarray
+
+
+def candidates(
+    codes: np.ndarray, weights: np.ndarray, levels: Sequence[Level], dims: int, cube_size: int
+) -> Candidates:
+    """What a task reports for depth ``len(levels)`` (see :class:`Candidates`)."""
+    depth = len(levels)
+    pending = assign_depths(codes, weights, levels, dims) < 0
+    prefixes = codes[pending] >> (dims * (depth_limit(dims) - depth))
+    w = weights[pending].astype(np.int64)
+    order = np.lexsort((w, prefixes))
+    prefixes, w = prefixes[order], w[order]
+    starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]]) if len(w) else _empty()
+    counts = np.diff(np.r_[starts, len(w)])
+    rank = np.arange(len(w)) - np.repeat(starts, counts)
+    kept = rank < cube_size
+    return Candidates(prefixes[starts], counts, prefixes[kept], w[kept])
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=np.int64)
+
+
+def merge_candidates(parts: Sequence[Candidates], cube_size: int) -> Level:
+    """The level decided by all tasks' candidates: a cube with more than ``cube_size``
+    unassigned rows gets the ``cube_size``-th smallest weight among them as its threshold."""
+    prefixes = np.concatenate([p.prefixes for p in parts] or [_empty()])
+    counts = np.concatenate([p.counts for p in parts] or [_empty()])
+    cubes, inverse = np.unique(prefixes, return_inverse=True)
+    totals = np.bincount(inverse, weights=counts, minlength=len(cubes))
+    full = cubes[totals > cube_size]
+    if not len(full):
+        return Level(_empty(), _empty())
+    kept_prefixes = np.concatenate([p.kept_prefixes for p in parts])
+    kept_weights = np.concatenate([p.kept_weights for p in parts])
+    mine = np.isin(kept_prefixes, full)
+    kept_prefixes, kept_weights = kept_prefixes[mine], kept_weights[mine]
+    order = np.lexsort((kept_weights, kept_prefixes))
+    kept_prefixes, kept_weights = kept_prefixes[order], kept_weights[order]
+    starts = np.flatnonzero(np.r_[True, kept_prefixes[1:] != kept_prefixes[:-1]])
+    # Every full cube kept at least cube_size weights over the tasks (each task kept its
+    # cube_size smallest, or all it had), so the cube_size-th smallest is there.
+    return Level(kept_prefixes[starts], kept_weights[starts + cube_size - 1])
+
+
+def cube_counts(
+    codes: np.ndarray, weights: np.ndarray, levels: Sequence[Level], dims: int
+) -> dict[tuple[int, int], int]:
+    """Rows per cube ``(depth, prefix)`` once every row is assigned."""
+    depth_of = assign_depths(codes, weights, levels, dims)
+    if (depth_of < 0).any():
+        raise AssertionError("the tree's levels leave rows unassigned")
+    prefixes = codes >> (dims * (depth_limit(dims) - depth_of))
+    keys, counts = np.unique(np.stack([depth_of, prefixes], axis=1), axis=0, return_counts=True)
+    return {(int(d), int(p)): int(c) for (d, p), c in zip(keys, counts, strict=True)}
+
+
+@dataclass(frozen=True)
+class TreePlan:
+    """What the route and write tasks need of the planned tree."""
+
+    revision: Revision
+    cube_size: int  # this batch's (lake_core.otree.write.batch_cube_size)
+    salt: int  # seeds a salted pool's salts, with the chunk's index
+    levels: tuple[Level, ...] = ()
+    rows: int = 0  # of the batch
+    #: Per object, its cubes in pre-order.
+    objects: tuple[tuple[Cube, ...], ...] = ()
+    #: Per depth: the sorted prefixes of its cubes, their object and place in it.
+    routes: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] = ()
+
+    @property
+    def dims(self) -> int:
+        return self.revision.dims
+
+    def route(self, codes: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's object and its cube's place in the object (-1: a cube not planned)."""
+        depth_of = assign_depths(codes, weights, self.levels, self.dims)
+        limit = depth_limit(self.dims)
+        objects = np.full(len(codes), -1, dtype=np.int64)
+        places = np.full(len(codes), -1, dtype=np.int64)
+        for depth, (prefixes, object_of, place_of) in enumerate(self.routes):
+            rows = np.flatnonzero(depth_of == depth)
+            if not len(rows):
+                continue
+            mine = codes[rows] >> (self.dims * (limit - depth))
+            objects[rows] = _lookup(prefixes, object_of, mine, -1)
+            places[rows] = _lookup(prefixes, place_of, mine, -1)
+        return objects, places
+
+    def with_objects(self, objects: list[list[Cube]]) -> TreePlan:
+        by_depth: dict[int, list[tuple[int, int, int]]] = {}
+        for i, cubes in enumerate(objects):
+            for place, cube in enumerate(cubes):
+                by_depth.setdefault(cube.depth, []).append((cube.prefix, i, place))
+        routes = []
+        for depth in range(max(by_depth, default=-1) + 1):
+            entries = sorted(by_depth.get(depth, []))
+            routes.append(
+                tuple(np.array([e[k] for e in entries], dtype=np.int64) for k in range(3))
+            )
+        return replace(
+            self,
+            objects=tuple(tuple(c) for c in objects),
+            routes=tuple(routes),  # type: ignore[arg-type]
+        )
+
+    def threshold(self, cube: Cube) -> int:
+        level = self.levels[cube.depth]
+        return int(level.threshold_of(np.array([cube.prefix], dtype=np.int64))[0])
+
+
+# -- stage 1: place (tasks) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Placed:
+    """One chunk's rows as the tree needs them: weights, indexed columns (conformed), extent;
+    after :func:`coded`, Morton codes instead of the columns."""
+
+    chunk: int
+    weights: np.ndarray
+    indexed: pa.Table | None = None
+    extent: Extent | None = None
+    codes: np.ndarray | None = None
+    error: TaskError | None = None
+
+
+def _salts(job: Job, salt: int, chunk: int) -> np.random.Generator | None:
+    """The generator of a salted pool's salts for one chunk (the same in every stage)."""
+    assert job.otree is not None
+    return np.random.default_rng([salt, chunk]) if job.otree.weight == "salted" else None
+
+
+def _indexed_layout(job: Job) -> pa.Schema:
+    assert job.otree is not None and job.layout is not None
+    wanted = [*job.otree.columns, WEIGHT_COLUMN]
+    return pa.schema([job.layout.field(c) for c in wanted if c in job.layout.names])
+
+
+def _place(job: Job, salt: int, chunk: int, table: pa.Table) -> Placed:
+    assert job.otree is not None
+    rows = with_weights(
+        conform_to(table, _indexed_layout(job)), job.otree, _salts(job, salt, chunk)
+    )
+    weights = rows.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
+    indexed = rows.drop_columns([WEIGHT_COLUMN])
+    return Placed(chunk, weights, indexed, Extent.of(indexed, job.otree.columns))
+
+
+def place_chunk(job: Job, salt: int) -> Callable[[Chunk], Placed]:
+    assert job.otree is not None
+    wanted = [*job.otree.columns, WEIGHT_COLUMN]
+
+    def run(chunk: Chunk) -> Placed:
+        try:
+            if chunk.row_groups is None:
+                table = read_chunk(chunk)
+            else:
+                table = read_chunk_columns(chunk, wanted).table
+            return _place(job, salt, chunk.index, table)
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            return Placed(chunk.index, np.zeros(0, np.int32), error=TaskError.capture(exc))
+
+    return run
+
+
+def place_frame(
+    job: Job, salt: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        try:
+            collected = list(batches)
+            raw = pa.Table.from_batches(collected) if collected else None
+            if raw is None or raw.num_rows == 0:
+                placed = Placed(part, np.zeros(0, np.int32))
+            else:
+                placed = _place(job, salt, part, normalize_table(raw, DATAFRAME_NAME))
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            placed = Placed(part, np.zeros(0, np.int32), error=TaskError.capture(exc))
+        yield pa.RecordBatch.from_pydict({"placed": [pickle.dumps(placed)]})
+
+    return run
+
+
+def coded(revision: Revision) -> Callable[[Placed], Placed]:
+    def run(placed: Placed) -> Placed:
+        if placed.indexed is None:
+            return Placed(placed.chunk, placed.weights, codes=_empty())
+        codes = morton(coordinates(placed.indexed, revision))
+        return Placed(placed.chunk, placed.weights, codes=codes)
+
+    return run
+
+
+# -- stage 4: route and write (tasks) ---------------------------------------------------------
+
+
+def _route(job: Job, plan: TreePlan, table: pa.Table, chunk: int) -> Iterator[Piece]:
+    assert job.otree is not None and job.layout is not None
+    rows = with_weights(conform_to(table, job.layout), job.otree, _salts(job, plan.salt, chunk))
+    weights = rows.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
+    codes = morton(coordinates(rows, plan.revision))
+    objects, places = plan.route(codes, weights)
+    if (objects < 0).any():
+        raise RuntimeError(
+            "rows fell in cubes the load did not plan: the input changed while loading "
+            "(persist a DataFrame that is not deterministic)"
+        )
+    rows = rows.append_column(_POSITION, pa.array(places, pa.int32()))
+    rows = rows.append_column(_CODE, pa.array(codes, pa.int64()))
+    order = np.argsort(objects, kind="stable")
+    sorted_objects = objects[order]
+    starts = np.flatnonzero(np.r_[True, sorted_objects[1:] != sorted_objects[:-1]])
+    for start, end in zip(starts, np.r_[starts[1:], len(order)], strict=True):
+        part = rows.take(order[start:end])
+        for i, piece in enumerate(ipc_slices(part)):
+            seq = chunk * PIECES_PER_CHUNK + i
+            yield int(sorted_objects[start]), (seq, to_ipc(piece, job.shuffle_compression))
+
+
+def route_chunk(job: Job, plan: TreePlan) -> Callable[[Chunk], Iterator[Piece]]:
+    def run(chunk: Chunk) -> Iterator[Piece]:
+        try:
+            pieces = list(_route(job, plan, read_chunk(chunk), chunk.index))
+        except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
+            yield from failed_pieces(len(plan.objects), chunk.index, exc)
+            return
+        yield from pieces
+
+    return run
+
+
+def route_frame(
+    job: Job, plan: TreePlan
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        try:
+            collected = list(batches)
+            raw = pa.Table.from_batches(collected) if collected else None
+            if raw is None or raw.num_rows == 0:
+                return
+            pieces = list(_route(job, plan, normalize_table(raw, DATAFRAME_NAME), part))
+        except Exception as exc:  # noqa: BLE001 - e.g. a DataFrame that changed since the survey
+            pieces = list(failed_pieces(len(plan.objects), part, exc))
+        for bucket, (seq, payload) in pieces:
+            yield pa.RecordBatch.from_pydict(
+                {"bucket": [bucket], "seq": [seq], "payload": [payload]}, schema=BUCKET_SCHEMA
+            )
+
+    return run
+
+
+def _encode(
+    job: Job, plan: TreePlan, bucket: int, table: pa.Table
+) -> tuple[list[Block], pa.Table, bytes]:
+    """The object of ``bucket`` from its rows (in source order, with their cube's place and
+    Morton code): lake_core's encoder over its cubes in pre-order, rows by weight."""
+    places = table.column(_POSITION).to_numpy()
+    codes = table.column(_CODE).to_numpy()
+    table = table.drop_columns([_POSITION, _CODE])
+    weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
+    order = np.lexsort((weights, places))  # stable: equal weights keep source order
+    bounds = np.searchsorted(places[order], np.arange(len(plan.objects[bucket]) + 1))
+    built = []
+    for place, cube in enumerate(plan.objects[bucket]):
+        rows = order[bounds[place] : bounds[place + 1]]
+        if len(rows):
+            built.append(BuiltBlock(cube, rows, int(weights[rows[0]]), plan.threshold(cube)))
+    per_block = block_rows(plan.cube_size, table, job.options)
+    encoding = EncodeOptions(job.options.compression, dictionary_limit(job.options))
+    return encode_object(table, built, weights, codes, per_block, encoding)
+
+
+def write_object(job: Job, plan: TreePlan) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
+    def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
+        written: list[ObjectMeta] = []
+        try:
+            table = gather_pieces(items)
+            if table is None:
+                return
+            if isinstance(table, TaskError):  # a chunk failed: write nothing
+                yield Written(bucket, (), table)
+                return
+            blocks, rows, payload = _encode(job, plan, bucket, table)
+            store = task_store(job.uri)
+            object_id = new_id(SYSTEM_CLOCK)
+            store.put(PoolLayout(job.pool_id).data(object_id), payload)
+            written.append(object_meta(object_id, rows, payload, blocks, job.key, plan.revision))
+            metas = build_indexes(
+                store, job.pool_id, job.pool_name, written, job.index_rules, SYSTEM_CLOCK, threads=1
+            )
+            yield Written(
+                bucket,
+                tuple(o.to_json() for o in written),
+                indexes=tuple(m.to_json() for m in metas),
+            )
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+
+    return run
+
+
+# -- the driver -------------------------------------------------------------------------------
+
+
+def _placed_rdd(
+    spark: SparkSession, job: Job, salt: int, chunks: Sequence[Chunk], frame: DataFrame | None
+) -> RDD[Placed]:
+    if frame is not None:
+        return frame.mapInArrow(place_frame(job, salt), "placed binary").rdd.map(
+            lambda row: pickle.loads(row[0])
+        )
+    sc = spark.sparkContext
+    return sc.parallelize(list(chunks), len(chunks)).map(place_chunk(job, salt))
+
+
+def write_tree(
+    spark: SparkSession,
+    pool: Pool,
+    job: Job,
+    surveys: Sequence[Survey],
+    base: Sequence[ObjectMeta],
+    chunks: Sequence[Chunk],
+    frame: DataFrame | None,
+) -> list[Written]:
+    """All four stages: the objects the tasks wrote (or the errors they met), by object.
+    ``base``: the live objects of the branch's tip (the revision's rows so far)."""
+    plan = plan_tree(spark, pool, job, surveys, base, chunks, frame)
+    sc = spark.sparkContext
+    sc.setJobDescription(f"lakepool load into {pool.name}: write {len(plan.objects)} objects")
+    if frame is not None:
+        pairs = frame.mapInArrow(
+            route_frame(job, plan), "bucket int, seq long, payload binary"
+        ).rdd.map(lambda row: (row[0], (row[1], row[2])))
+    else:
+        pairs = sc.parallelize(list(chunks), len(chunks)).flatMap(route_chunk(job, plan))
+    results: list[Written] = (
+        pairs.partitionBy(len(plan.objects), by_bucket)
+        .mapPartitionsWithIndex(write_object(job, plan))
+        .collect()
+    )
+    results.sort(key=lambda r: r.bucket)
+    if all(r.error is None for r in results):
+        written = sum(int(o["count"]) for r in results for o in r.objects)
+        if written != plan.rows:
+            changed = RuntimeError(
+                f"the load planned {plan.rows} rows and wrote {written}: the input changed "
+                "while loading (persist a DataFrame that is not deterministic)"
+            )
+            results.append(Written(len(results), (), TaskError.capture(changed)))
+    return results
+
+
+def plan_tree(
+    spark: SparkSession,
+    pool: Pool,
+    job: Job,
+    surveys: Sequence[Survey],
+    base: Sequence[ObjectMeta],
+    chunks: Sequence[Chunk],
+    frame: DataFrame | None,
+) -> TreePlan:
+    """Stages 1 to 3: the revision, the thresholds and the objects of this batch."""
+    sc = spark.sparkContext
+    salt = random.SystemRandom().getrandbits(63)
+    sc.setJobDescription(f"lakepool load into {pool.name}: weigh and place the rows")
+    placed = _placed_rdd(spark, job, salt, chunks, frame).persist()
+    codes: Any = None
+    try:
+        reports = sorted(
+            placed.map(lambda p: (p.chunk, p.extent, p.error)).collect(), key=lambda r: r[0]
+        )
+        for _, _, error in reports:
+            if error is not None:
+                error.reraise()
+        revision = pool.otree_revision(Extent.merge([e for _, e, _ in reports if e is not None]))
+        rows = sum(s.rows for s in surveys)
+        cube_size = batch_cube_size(revision.cube_size, rows, revision_rows(list(base), revision))
+        codes = placed.map(coded(revision)).persist()
+        codes.count()  # computed once, from the placed rows, which can go now
+        placed.unpersist()
+        dims = revision.dims
+        levels: list[Level] = []
+        for depth in range(depth_limit(dims) + 1):
+            if depth == depth_limit(dims):
+                levels.append(Level(_empty(), _empty()))  # the deepest cubes are leaves
+                break
+            sc.setJobDescription(f"lakepool load into {pool.name}: cube thresholds, depth {depth}")
+            decided = tuple(levels)
+            parts = codes.map(
+                lambda p, decided=decided: candidates(p.codes, p.weights, decided, dims, cube_size)
+            ).collect()
+            level = merge_candidates(parts, cube_size)
+            levels.append(level)
+            if not len(level.prefixes):  # no cube overflows: every row has its cube
+                break
+        sc.setJobDescription(f"lakepool load into {pool.name}: count the cubes' rows")
+        decided = tuple(levels)
+        sizes: dict[Cube, int] = {}
+        for part in codes.map(lambda p: cube_counts(p.codes, p.weights, decided, dims)).collect():
+            for (depth, prefix), n in part.items():
+                cube = Cube(dims, depth, prefix)
+                sizes[cube] = sizes.get(cube, 0) + n
+    finally:
+        placed.unpersist()
+        if codes is not None:
+            codes.unpersist()
+    # Objects of about the target size, by the survey's estimate of the encoded bytes per row.
+    encoded = sum(s.rows * s.bytes_per_row for s in surveys) / max(1, rows)
+    rollup = max(cube_size, math.floor(job.options.target_size / max(1.0, encoded)))
+    plan = TreePlan(revision, cube_size, salt, tuple(levels), rows)
+    return plan.with_objects(rollup_groups(sizes, rollup))
