@@ -2,8 +2,8 @@
 plans between the stages and commits once (:func:`lake_spark.ingest.spark_load` calls this
 after its survey and schema unification).
 
-1. **Place** (a task per chunk, kept in executor memory): the chunk's indexed columns (and a
-   weight column it carries) conformed to the load's layout, every row's weight (a salted
+1. **Place** (a task per chunk, kept in executor memory): the chunk conformed to the load's
+   layout, its size in memory, its indexed columns, every row's weight (a salted
    pool's salts drawn from a generator seeded by the load and the chunk, so the last stage
    draws the same ones), and the chunk's :class:`~lake_core.otree.revisions.Extent`. The
    driver merges the extents and asks the pool for the revision covering the batch
@@ -16,7 +16,7 @@ after its survey and schema unification).
    :mod:`lake_core.otree.build`, since the ``C`` smallest of a union are among the union of
    each part's ``C`` smallest. It stops at the first depth where no cube overflows.
 3. **Rollup** (driver): a last job counts each cube's rows; lake_core's rollup packs the cubes
-   into objects of about the target size (by the survey's encoded bytes per row).
+   into objects by the same rule as the local path (the rows' bytes in memory).
 4. **Route and write**: each chunk is read again and its rows (weights recomputed, the same)
    go to their object's task through Spark's shuffle, in source order; the task orders them
    by (cube pre-order, weight), writes the object with lake_core's OTree encoder (blocks, row
@@ -33,11 +33,11 @@ code and weight (12 bytes) between stages 1 and 3.
 
 from __future__ import annotations
 
-import math
 import pickle
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,12 +79,21 @@ from lake_spark.ingest import (
     ipc_slices,
     to_ipc,
 )
-from lake_spark.sources import Chunk, read_chunk, read_chunk_columns
+from lake_spark.sources import Chunk, read_chunk
 from lake_spark.tasks import TaskError, task_store
 
 if TYPE_CHECKING:
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
+
+
+def _keep() -> Any:
+    """How stages 1 to 3 keep their rows between jobs: spilled to disk rather than evicted
+    (an evicted partition would be recomputed from its source, through every level)."""
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
 
 #: Columns the route stage adds to each row on its way to its object's task.
 _POSITION = "__lake_cube_position"  # the cube's place among its object's cubes (pre-order)
@@ -138,68 +147,91 @@ def assign_depths(
 
 @dataclass(frozen=True)
 class Candidates:
-    """One task's unassigned rows at one depth: per cube (sorted prefixes) their count, and
-    their ``C`` smallest weights (``kept_prefixes``/``kept_weights``, by cube)."""
+    """One task's unassigned rows at one depth: per cube (ascending ``prefixes``) their
+    ``counts``, and ``kept``: cube after cube, its ``min(count, C)`` smallest weights."""
 
     prefixes: np.ndarray
     counts: np.ndarray
-    kept_prefixes: np.ndarray
-    kept_weights: np.ndarray
+    kept: np.ndarray  # int32
+
+    def weights_of(self, size: int) -> dict[int, np.ndarray]:
+        """The kept weights of each cube."""
+        ends = np.cumsum(np.minimum(self.counts, size))
+        starts = ends - np.minimum(self.counts, size)
+        return {int(p): self.kept[s:e] for p, s, e in zip(self.prefixes, starts, ends, strict=True)}
 
 
 def candidates(
-    codes: np.ndarray, weights: np.ndarray, levels: Sequence[Level], dims: int, cube_size: int
+    codes: np.ndarray, weights: np.ndarray, depths: np.ndarray, depth: int, dims: int, size: int
 ) -> Candidates:
-    """What a task reports for depth ``len(levels)`` (see :class:`Candidates`)."""
-    depth = len(levels)
-    pending = assign_depths(codes, weights, levels, dims) < 0
-    prefixes = codes[pending] >> (dims * (depth_limit(dims) - depth))
-    w = weights[pending].astype(np.int64)
-    order = np.lexsort((w, prefixes))
-    prefixes, w = prefixes[order], w[order]
+    """What a task reports for ``depth`` (see :class:`Candidates`). ``codes``: ascending;
+    ``depths``: each row's cube depth so far (-1: not assigned yet)."""
+    pending = depths < 0
+    prefixes = codes[pending] >> (dims * (depth_limit(dims) - depth))  # ascending
+    w = weights[pending]
     starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]]) if len(w) else _empty()
-    counts = np.diff(np.r_[starts, len(w)])
-    rank = np.arange(len(w)) - np.repeat(starts, counts)
-    kept = rank < cube_size
-    return Candidates(prefixes[starts], counts, prefixes[kept], w[kept])
+    ends = np.r_[starts[1:], len(w)].astype(np.int64)
+    counts = ends - starts
+    # A cube with at most ``size`` rows here reports them all; a larger one its ``size``
+    # smallest (at most rows / size such cubes).
+    kept = np.ones(len(w), dtype=bool)
+    for s, e in zip(starts[counts > size], ends[counts > size], strict=True):
+        kept[s:e] = False
+        kept[s + np.argpartition(w[s:e], size - 1)[:size]] = True
+    return Candidates(prefixes[starts], counts, w[kept].astype(np.int32))
+
+
+def advance(
+    codes: np.ndarray, weights: np.ndarray, depths: np.ndarray, level: Level, depth: int, dims: int
+) -> np.ndarray:
+    """``depths`` after ``level`` (the decided cubes of ``depth``) took their rows."""
+    limit = depth_limit(dims)
+    pending = np.flatnonzero(depths < 0)
+    take = weights[pending] <= level.threshold_of(codes[pending] >> (dims * (limit - depth)))
+    if depth == limit:  # the deepest cubes cannot be told apart: leaves
+        take[:] = True
+    out = depths.copy()
+    out[pending[take]] = depth
+    return out
 
 
 def _empty() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
 
 
-def merge_candidates(parts: Sequence[Candidates], cube_size: int) -> Level:
-    """The level decided by all tasks' candidates: a cube with more than ``cube_size``
-    unassigned rows gets the ``cube_size``-th smallest weight among them as its threshold."""
+def merge_candidates(parts: Sequence[Candidates], size: int) -> Level:
+    """The level decided by all tasks' candidates: a cube with more than ``size`` unassigned
+    rows gets the ``size``-th smallest weight among them as its threshold. Every such cube
+    has at least ``size`` weights over the tasks (each task kept its ``size`` smallest, or
+    all it had), so the ``size``-th smallest of them all is there."""
     prefixes = np.concatenate([p.prefixes for p in parts] or [_empty()])
     counts = np.concatenate([p.counts for p in parts] or [_empty()])
     cubes, inverse = np.unique(prefixes, return_inverse=True)
     totals = np.bincount(inverse, weights=counts, minlength=len(cubes))
-    full = cubes[totals > cube_size]
-    if not len(full):
-        return Level(_empty(), _empty())
-    kept_prefixes = np.concatenate([p.kept_prefixes for p in parts])
-    kept_weights = np.concatenate([p.kept_weights for p in parts])
-    mine = np.isin(kept_prefixes, full)
-    kept_prefixes, kept_weights = kept_prefixes[mine], kept_weights[mine]
-    order = np.lexsort((kept_weights, kept_prefixes))
-    kept_prefixes, kept_weights = kept_prefixes[order], kept_weights[order]
-    starts = np.flatnonzero(np.r_[True, kept_prefixes[1:] != kept_prefixes[:-1]])
-    # Every full cube kept at least cube_size weights over the tasks (each task kept its
-    # cube_size smallest, or all it had), so the cube_size-th smallest is there.
-    return Level(kept_prefixes[starts], kept_weights[starts + cube_size - 1])
+    full = {int(c) for c in cubes[totals > size]}
+    pieces: dict[int, list[np.ndarray]] = {}
+    for part in parts:
+        for prefix, kept in part.weights_of(size).items():
+            if prefix in full:
+                pieces.setdefault(prefix, []).append(kept)
+    decided = sorted(pieces)
+    thresholds = [int(np.partition(np.concatenate(pieces[p]), size - 1)[size - 1]) for p in decided]
+    return Level(np.array(decided, dtype=np.int64), np.array(thresholds, dtype=np.int64))
 
 
-def cube_counts(
-    codes: np.ndarray, weights: np.ndarray, levels: Sequence[Level], dims: int
-) -> dict[tuple[int, int], int]:
-    """Rows per cube ``(depth, prefix)`` once every row is assigned."""
-    depth_of = assign_depths(codes, weights, levels, dims)
-    if (depth_of < 0).any():
+def cube_counts(codes: np.ndarray, depths: np.ndarray, dims: int) -> dict[tuple[int, int], int]:
+    """Rows per cube ``(depth, prefix)`` once every row is assigned (``codes`` ascending, so
+    each depth's prefixes come in runs)."""
+    if (depths < 0).any():
         raise AssertionError("the tree's levels leave rows unassigned")
-    prefixes = codes >> (dims * (depth_limit(dims) - depth_of))
-    keys, counts = np.unique(np.stack([depth_of, prefixes], axis=1), axis=0, return_counts=True)
-    return {(int(d), int(p)): int(c) for (d, p), c in zip(keys, counts, strict=True)}
+    out: dict[tuple[int, int], int] = {}
+    for depth in np.unique(depths).tolist():
+        prefixes = codes[depths == depth] >> (dims * (depth_limit(dims) - depth))
+        starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]])
+        counts = np.diff(np.r_[starts, len(prefixes)])
+        for prefix, n in zip(prefixes[starts].tolist(), counts.tolist(), strict=True):
+            out[(depth, prefix)] = n
+    return out
 
 
 @dataclass(frozen=True)
@@ -262,15 +294,25 @@ class TreePlan:
 
 @dataclass(frozen=True)
 class Placed:
-    """One chunk's rows as the tree needs them: weights, indexed columns (conformed), extent;
-    after :func:`coded`, Morton codes instead of the columns."""
+    """One chunk's rows as the tree needs them: weights, indexed columns (conformed), extent,
+    size; after :func:`coded`, Morton codes and cube depths instead of the columns."""
 
     chunk: int
     weights: np.ndarray
     indexed: pa.Table | None = None
     extent: Extent | None = None
     codes: np.ndarray | None = None
+    depths: np.ndarray | None = None
     error: TaskError | None = None
+    nbytes: int = 0  # of the rows in memory, conformed, with their weight
+
+    def candidates(self, depth: int, dims: int, size: int) -> Candidates:
+        assert self.codes is not None and self.depths is not None
+        return candidates(self.codes, self.weights, self.depths, depth, dims, size)
+
+    def cube_counts(self, dims: int) -> dict[tuple[int, int], int]:
+        assert self.codes is not None and self.depths is not None
+        return cube_counts(self.codes, self.depths, dims)
 
 
 def _salts(job: Job, salt: int, chunk: int) -> np.random.Generator | None:
@@ -286,26 +328,23 @@ def _indexed_layout(job: Job) -> pa.Schema:
 
 
 def _place(job: Job, salt: int, chunk: int, table: pa.Table) -> Placed:
-    assert job.otree is not None
+    assert job.otree is not None and job.layout is not None
+    conformed = conform_to(table, job.layout)
+    # The rows' bytes in memory, as the local path measures its batch (the layout's weight
+    # column, null here, counts its four bytes a row).
+    nbytes = conformed.nbytes
     rows = with_weights(
-        conform_to(table, _indexed_layout(job)), job.otree, _salts(job, salt, chunk)
+        conformed.select(_indexed_layout(job).names), job.otree, _salts(job, salt, chunk)
     )
     weights = rows.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
     indexed = rows.drop_columns([WEIGHT_COLUMN])
-    return Placed(chunk, weights, indexed, Extent.of(indexed, job.otree.columns))
+    return Placed(chunk, weights, indexed, Extent.of(indexed, job.otree.columns), nbytes=nbytes)
 
 
 def place_chunk(job: Job, salt: int) -> Callable[[Chunk], Placed]:
-    assert job.otree is not None
-    wanted = [*job.otree.columns, WEIGHT_COLUMN]
-
     def run(chunk: Chunk) -> Placed:
         try:
-            if chunk.row_groups is None:
-                table = read_chunk(chunk)
-            else:
-                table = read_chunk_columns(chunk, wanted).table
-            return _place(job, salt, chunk.index, table)
+            return _place(job, salt, chunk.index, read_chunk(chunk))
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             return Placed(chunk.index, np.zeros(0, np.int32), error=TaskError.capture(exc))
 
@@ -335,11 +374,25 @@ def place_frame(
 
 
 def coded(revision: Revision) -> Callable[[Placed], Placed]:
+    """The placed rows as the threshold stage keeps them: Morton codes ascending, weights in
+    the same order, no cube yet."""
+
     def run(placed: Placed) -> Placed:
         if placed.indexed is None:
-            return Placed(placed.chunk, placed.weights, codes=_empty())
+            return Placed(placed.chunk, placed.weights, codes=_empty(), depths=np.zeros(0, np.int8))
         codes = morton(coordinates(placed.indexed, revision))
-        return Placed(placed.chunk, placed.weights, codes=codes)
+        order = np.argsort(codes, kind="stable")
+        depths = np.full(len(codes), -1, dtype=np.int8)
+        return Placed(placed.chunk, placed.weights[order], codes=codes[order], depths=depths)
+
+    return run
+
+
+def advanced(level: Level, depth: int, dims: int) -> Callable[[Placed], Placed]:
+    def run(placed: Placed) -> Placed:
+        assert placed.codes is not None and placed.depths is not None
+        depths = advance(placed.codes, placed.weights, placed.depths, level, depth, dims)
+        return replace(placed, depths=depths)
 
     return run
 
@@ -520,49 +573,54 @@ def plan_tree(
     sc = spark.sparkContext
     salt = random.SystemRandom().getrandbits(63)
     sc.setJobDescription(f"lakepool load into {pool.name}: weigh and place the rows")
-    placed = _placed_rdd(spark, job, salt, chunks, frame).persist()
-    codes: Any = None
+    placed = _placed_rdd(spark, job, salt, chunks, frame).persist(_keep())
+    states: list[Any] = []  # the threshold stage's persisted states, newest last
     try:
         reports = sorted(
-            placed.map(lambda p: (p.chunk, p.extent, p.error)).collect(), key=lambda r: r[0]
+            placed.map(lambda p: (p.chunk, p.extent, p.error, p.nbytes)).collect(),
+            key=lambda r: r[0],
         )
-        for _, _, error in reports:
+        for _, _, error, _ in reports:
             if error is not None:
                 error.reraise()
-        revision = pool.otree_revision(Extent.merge([e for _, e, _ in reports if e is not None]))
+        revision = pool.otree_revision(Extent.merge([r[1] for r in reports if r[1] is not None]))
+        nbytes = sum(r[3] for r in reports)
         rows = sum(s.rows for s in surveys)
         cube_size = batch_cube_size(revision.cube_size, rows, revision_rows(list(base), revision))
-        codes = placed.map(coded(revision)).persist()
-        codes.count()  # computed once, from the placed rows, which can go now
-        placed.unpersist()
+        state = placed.map(coded(revision)).persist(_keep())
+        states.append(state)
         dims = revision.dims
+        limit = depth_limit(dims)
         levels: list[Level] = []
-        for depth in range(depth_limit(dims) + 1):
-            if depth == depth_limit(dims):
-                levels.append(Level(_empty(), _empty()))  # the deepest cubes are leaves
-                break
-            sc.setJobDescription(f"lakepool load into {pool.name}: cube thresholds, depth {depth}")
-            decided = tuple(levels)
-            parts = codes.map(
-                lambda p, decided=decided: candidates(p.codes, p.weights, decided, dims, cube_size)
-            ).collect()
-            level = merge_candidates(parts, cube_size)
+        for depth in range(limit + 1):
+            if depth == limit:
+                level = Level(_empty(), _empty())  # the deepest cubes are leaves
+            else:
+                sc.setJobDescription(
+                    f"lakepool load into {pool.name}: cube thresholds, depth {depth}"
+                )
+                report = partial(Placed.candidates, depth=depth, dims=dims, size=cube_size)
+                parts = state.map(report).collect()
+                while len(states) > 1:  # the state before this one is not needed any more
+                    states.pop(0).unpersist()
+                placed.unpersist()
+                level = merge_candidates(parts, cube_size)
             levels.append(level)
+            state = state.map(advanced(level, depth, dims)).persist(_keep())
+            states.append(state)
             if not len(level.prefixes):  # no cube overflows: every row has its cube
                 break
         sc.setJobDescription(f"lakepool load into {pool.name}: count the cubes' rows")
-        decided = tuple(levels)
         sizes: dict[Cube, int] = {}
-        for part in codes.map(lambda p: cube_counts(p.codes, p.weights, decided, dims)).collect():
+        for part in state.map(lambda p: p.cube_counts(dims)).collect():
             for (depth, prefix), n in part.items():
                 cube = Cube(dims, depth, prefix)
                 sizes[cube] = sizes.get(cube, 0) + n
     finally:
         placed.unpersist()
-        if codes is not None:
-            codes.unpersist()
-    # Objects of about the target size, by the survey's estimate of the encoded bytes per row.
-    encoded = sum(s.rows * s.bytes_per_row for s in surveys) / max(1, rows)
-    rollup = max(cube_size, math.floor(job.options.target_size / max(1.0, encoded)))
+        for kept in states:
+            kept.unpersist()
+    # Cubes roll up as on the local path (lake_core.otree.write): by the rows' bytes in memory.
+    rollup = max(cube_size, job.options.target_size // max(1, nbytes // max(1, rows)))
     plan = TreePlan(revision, cube_size, salt, tuple(levels), rows)
     return plan.with_objects(rollup_groups(sizes, rollup))
