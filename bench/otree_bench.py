@@ -13,6 +13,11 @@ plain strings. Each data set is loaded three ways (outside the clock):
 - ``sorted``: a pool keyed by the first indexed column, one load;
 - ``delta z-order``: ``write_deltalake`` then ``DeltaTable.optimize.z_order([A, B])``.
 
+Then (unless ``--no-spark``) the data set, written to one Parquet file, is loaded into an
+OTree pool twice more, timed whole: ``lake load`` (lake_core, from the file) and
+``lake load --spark`` on ``local[2]`` (the tree built in Spark tasks; the JVM's start is
+timed apart, before), and the objects each made (count, bytes) are compared.
+
 Bytes read are compressed column chunks of the row groups a reader must open, all columns:
 for lakepool the scan's ``--stats`` ``bytes_read``; for delta, the files its add-action
 statistics cannot skip, and of those the row groups whose Parquet statistics cannot (what
@@ -144,7 +149,36 @@ def delta_bytes(table_uri: str, predicate: str, schema: pa.Schema) -> tuple[int,
     return kept, total
 
 
-def run_dataset(name: str, table: pa.Table, rounds: int, work: Path) -> dict[str, Any]:
+def spark_loads(name: str, table: pa.Table, lake: Lake, spark: Any, work: Path) -> dict[str, Any]:
+    """The OTree load from one Parquet file: lake_core against Spark (see the docstring)."""
+    from lake_core.loading import load
+    from lake_spark.ingest import spark_load
+
+    spec = DATASETS[name]
+    src = work / f"{name}.parquet"
+    pq.write_table(table, src)
+    out: dict[str, Any] = {}
+    for way in ("local", "spark"):
+        log(f"{name}: OTree load from Parquet, {way}")
+        pool = lake.create_pool(
+            f"otree_{way}", spec["key"], otree=parse_layout(list(spec["index"]), spec["cube_size"])
+        )
+        t0 = time.perf_counter()
+        run = load if way == "local" else lambda p, srcs: spark_load(spark, p, srcs)
+        commit = run(pool, [str(src)])
+        seconds = time.perf_counter() - t0
+        objects = list(lake.pool(pool.name).snapshot(commit.id).objects.values())
+        out[way] = {
+            "seconds": seconds,
+            "objects": len(objects),
+            "bytes": sum(o.size for o in objects),
+        }
+    return out
+
+
+def run_dataset(
+    name: str, table: pa.Table, rounds: int, work: Path, spark: Any = None
+) -> dict[str, Any]:
     spec = DATASETS[name]
     a, b = spec["index"]
     lake = Lake.init(str(work / f"lake-{name}"))
@@ -215,6 +249,8 @@ def run_dataset(name: str, table: pa.Table, rounds: int, work: Path) -> dict[str
     kept, total = delta_bytes(delta_uri, box, schema)
     results["box_delta"] = {"bytes_read": kept, "full_bytes": total}
     results["times"] = {k: _median(v) for k, v in times.items()}
+    if spark is not None:
+        results["spark_load"] = spark_loads(name, table, lake, spark, work)
     return results
 
 
@@ -273,6 +309,16 @@ def report(all_results: dict[str, dict[str, Any]], rounds: int) -> str:
             f"delta write + z-order {r['load_s']['delta_zorder']:.2f} s; full scan bytes "
             f"otree {full / 1e6:.1f} MB, sorted {r['full_bytes']['sorted'] / 1e6:.1f} MB"
         )
+        if "spark_load" in r:
+            loc, spk = r["spark_load"]["local"], r["spark_load"]["spark"]
+            same = (loc["objects"], loc["bytes"]) == (spk["objects"], spk["bytes"])
+            summary.append(
+                f"{name} OTree load from one Parquet file: lake load {loc['seconds']:.2f} s, "
+                f"lake load --spark (local[2], JVM started) {spk['seconds']:.2f} s "
+                f"({spk['seconds'] / loc['seconds']:.2f}x); {spk['objects']} objects, "
+                f"{spk['bytes'] / 1e6:.1f} MB ({'the same objects' if same else 'NOT the same objects: '} "
+                f"{'' if same else str(loc)})"
+            )
     lines += ["", *[f"- {s}" for s in summary]]
     return "\n".join(lines) + "\n"
 
@@ -283,6 +329,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="flights slice only, one round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark load")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
     work = Path(tempfile.mkdtemp(prefix="otree-bench-", dir=str(OUT) if OUT.exists() else None))
@@ -293,7 +340,17 @@ def main() -> None:
         li = lineitem(args.quick)
         if li is not None:
             data["lineitem"] = li
-        results = {name: run_dataset(name, t, rounds, work) for name, t in data.items()}
+        spark = None
+        if not args.no_spark:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            from lake_spark.session import SparkSettings, spark_session
+
+            t0 = time.perf_counter()
+            spark = spark_session(SparkSettings.resolve("local[2]", app_name="otree-bench"))
+            log(f"Spark (local[2]) started in {time.perf_counter() - t0:.1f} s")
+        results = {name: run_dataset(name, t, rounds, work, spark) for name, t in data.items()}
+        if spark is not None:
+            spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
