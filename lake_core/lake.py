@@ -16,6 +16,7 @@ from lake_core.catalog import Catalog, CatalogPoolRegistry
 from lake_core.clock import to_iso
 from lake_core.codec import decode_doc, encode_doc
 from lake_core.config import LakeConfig
+from lake_core.derived.spec import DerivedLink
 from lake_core.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -100,6 +101,7 @@ class Lake:
         txn_retention: timedelta | None = DEFAULT_TXN_RETENTION,
         unique: bool = False,
         otree: OTreeLayout | None = None,
+        derived: DerivedLink | None = None,
     ) -> Pool:
         """A new pool with branch ``main``. ``schema_mode``: ``merge`` or ``strict`` (see
         :mod:`lake_core.schema_mode`). ``txn_retention``: how long recorded application
@@ -133,6 +135,7 @@ class Lake:
             txn_retention=txn_retention,
             unique=unique,
             otree=otree,
+            derived=derived,
         )
         try:
             self.registry.get(pool_name)

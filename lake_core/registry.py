@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from lake_core.clock import parse_iso, to_iso
+from lake_core.derived.spec import DerivedLink
 from lake_core.names import PoolName
 from lake_core.otree.settings import OTreeLayout
 from lake_core.poolkey import PoolKey
@@ -40,6 +41,8 @@ class PoolConfig:
     unique: bool = False
     #: The OTree layout's settings and revisions (:mod:`lake_core.otree`); None: sorted by key.
     otree: OTreeLayout | None = None
+    #: A derived pool's source and definition (:mod:`lake_core.derived`); None: not derived.
+    derived: DerivedLink | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -6,7 +6,8 @@ exactly: id, key fields and order, target size, seek stride, partitioning, creat
 (microseconds), layout, the schema mode (property ``schema_mode``; absent in pools made
 before schema modes, which read as ``merge``) and the transaction retention (property
 ``txn_retention_seconds``, whole seconds or ``never``; absent: the default, 30 days), and
-uniqueness (property ``unique`` = ``true``; absent: not unique). The layout is ``sorted``, or
+uniqueness (property ``unique`` = ``true``; absent: not unique), and a derived pool's source
+pool id and definition (properties ``derived_source``, ``derived_sql``; :mod:`lake_core.derived`). The layout is ``sorted``, or
 ``otree`` with the OTree's settings and revisions as its options (:mod:`lake_core.otree.settings`).
 """
 
@@ -22,6 +23,7 @@ from lake_core.catalog.catalog import Catalog
 from lake_core.catalog.proto import objects_pb2
 from lake_core.catalog.state import CatalogSnapshot
 from lake_core.config import LakeConfig
+from lake_core.derived.spec import DerivedLink
 from lake_core.errors import (
     CatalogConflictError,
     CommitStateUnknownError,
@@ -47,6 +49,8 @@ DEFAULT_LAYOUT = "sorted"
 SCHEMA_MODE = "schema_mode"
 TXN_RETENTION = "txn_retention_seconds"
 UNIQUE = "unique"
+DERIVED_SOURCE = "derived_source"
+DERIVED_SQL = "derived_sql"
 _REVISE_ATTEMPTS = 50
 _UNKNOWN_ATTEMPTS = 3
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -84,6 +88,9 @@ def table_def_of(config: PoolConfig) -> objects_pb2.TableDef:
         definition.properties[TXN_RETENTION] = "never" if seconds is None else str(seconds)
     if config.unique:
         definition.properties[UNIQUE] = "true"
+    if config.derived is not None:
+        definition.properties[DERIVED_SOURCE] = config.derived.source_id
+        definition.properties[DERIVED_SQL] = config.derived.sql
     return definition
 
 
@@ -115,6 +122,11 @@ def pool_config_of(ref: ObjectRef, definition: objects_pb2.TableDef) -> PoolConf
         otree=(
             OTreeLayout.from_options(definition.layout.options)
             if definition.layout.kind == LAYOUT_KIND
+            else None
+        ),
+        derived=(
+            DerivedLink(definition.properties[DERIVED_SOURCE], definition.properties[DERIVED_SQL])
+            if DERIVED_SOURCE in definition.properties
             else None
         ),
     )

@@ -1,0 +1,461 @@
+"""Derived pools: create, keep exact, drop.
+
+A derived pool is an ordinary pool (branches, time travel, compaction) keyed ascending by
+its definition's bucket and group columns (:mod:`lake_core.derived.spec`), recorded in the
+catalog with its source pool's id and its definition (:class:`DerivedLink`). It follows the
+source's ``main`` branch.
+
+Every commit that changes it (:func:`refresh`) carries, in its ``meta``, the source commit it
+reflects (``{"lake.derived": {"source": POOL_ID, "commit": COMMIT_ID}}``), so "how current is
+it" is a lookup (:func:`reflected`); each also records the application transaction
+``lake.derived`` with the next version, so a refresh with no row to change still commits (and
+two refreshes planned on the same state cannot both land).
+
+Refresh, from the reflected source commit ``A`` to the source tip ``B`` (under the derived
+pool's maintenance lock):
+
+* only objects added (a load, an upsert's or a merge's adds): their rows are aggregated
+  alone, merged with the derived rows of the same buckets (count and sum add, min and max
+  take the extreme), and those buckets' derived rows replaced;
+* any object removed (delete, compaction, revert, upsert, partition drop): the buckets between
+  the smallest and largest bucket-column value of the removed and added objects (from their
+  column stats) are recomputed from the source rows at ``B`` (a scan pruned to that range)
+  and replaced — the rest of the derived pool is untouched.
+
+Replacing buckets ``[lo, hi]`` rewrites the derived objects whose key range meets it (their
+rows outside it are kept) and adds the new rows, in one commit. Invariant: after a refresh
+that reflects ``B``, the derived pool's rows equal the definition evaluated on the source at
+``B`` (tests/core/test_derived.py checks this after every kind of history change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lake_core.derived.spec import DerivedLink, DerivedSpec, parse_definition, quote
+from lake_core.errors import CorruptObjectError, NotFoundError, ObjectNotFoundError, UsageError
+from lake_core.keyset import KeySet
+from lake_core.objects import ObjectMeta
+from lake_core.pool import MAIN, Pool
+from lake_core.snapshot import Snapshot
+from lake_core.txn import Txn
+
+if TYPE_CHECKING:
+    from lake_core.lake import Lake
+
+#: The commit meta key and the application id of a derived pool's commits.
+META_KEY = "lake.derived"
+TXN_APP = "lake.derived"
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What one refresh did."""
+
+    commit: str | None  # the derived pool's new commit (None: it was current)
+    source_commit: str | None  # the source commit it reflects now
+    mode: str  # "current", "initial", "incremental" or "recomputed"
+    buckets: int = 0  # derived rows written
+    source_rows_read: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "source_commit": self.source_commit,
+            "mode": self.mode,
+            "rows_written": self.buckets,
+            "source_rows_read": self.source_rows_read,
+        }
+
+
+def spec_of(pool: Pool) -> DerivedSpec:
+    """The definition of a derived pool (UsageError for any other pool)."""
+    link = pool.config.derived
+    if link is None:
+        raise UsageError(f"pool {pool.name} is not a derived pool")
+    return parse_definition(link.sql)
+
+
+def source_of(lake: Lake, pool: Pool) -> Pool:
+    """The source pool of a derived pool (NotFoundError when it was dropped)."""
+    link = pool.config.derived
+    if link is None:
+        raise UsageError(f"pool {pool.name} is not a derived pool")
+    for config in lake.pools():
+        if config.id == link.source_id:
+            return lake.pool(str(config.name))
+    raise NotFoundError("source pool of derived pool", f"{pool.name} (id {link.source_id})")
+
+
+def reflected(pool: Pool, ref: str | None = None) -> str | None:
+    """The source commit the derived pool reflects at ``ref`` (default main); None before
+    its first refresh."""
+    tip = pool.resolve(ref)
+    if tip is None:
+        return None
+    meta = pool.read_commit(tip).meta
+    if isinstance(meta, dict) and isinstance(meta.get(META_KEY), dict):
+        commit = meta[META_KEY].get("commit")
+        return None if commit is None else str(commit)
+    return None
+
+
+def commit_reflecting(pool: Pool, source_commit: str) -> str | None:
+    """The derived pool's latest main commit that reflects exactly ``source_commit``."""
+    for commit in pool.log(MAIN):
+        meta = commit.meta
+        link = meta.get(META_KEY) if isinstance(meta, dict) else None
+        if isinstance(link, dict) and link.get("commit") == source_commit:
+            return commit.id
+    return None
+
+
+def create_derived(lake: Lake, name: str, source: str, sql: str) -> tuple[Pool, RefreshResult]:
+    """A new derived pool ``name`` over ``source`` computing ``sql`` (its FROM must name
+    ``source``), filled from the source's main tip. Raises UsageError for a definition it
+    cannot keep, PoolNotFoundError for the source, AlreadyExistsError; a refused create
+    leaves nothing behind."""
+    spec = parse_definition(sql)
+    source_pool = lake.pool(source)
+    if spec.source not in (source, source_pool.name, source_pool.config.name.name):
+        raise UsageError(f"the query reads {spec.source!r}, not the source pool {source}")
+    if source_pool.config.derived is not None:
+        raise UsageError(f"pool {source} is itself derived: derive from its source")
+    _check_columns(spec, source_pool)
+    pool = lake.create_pool(
+        name,
+        ",".join(spec.key) + ":asc",
+        txn_retention=None,
+        derived=DerivedLink(source_pool.id, sql),
+    )
+    try:
+        result = refresh(lake, pool)
+    except BaseException:
+        lake.drop_pool(name)
+        raise
+    return lake.pool(name), result
+
+
+def _check_columns(spec: DerivedSpec, source: Pool) -> None:
+    schema = source.schema()
+    if schema is None:
+        return  # an empty source: its first load decides; refresh raises if it lacks them
+    names = set(schema.names)
+    wanted = [spec.bucket_column, *(c for _, c in spec.groups)]
+    wanted += [a.column for a in spec.aggregates if a.column is not None]
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise UsageError(f"pool {source.name} has no column {', '.join(missing)}")
+    t = schema.field(spec.bucket_column).type
+    if not (pa.types.is_timestamp(t) or pa.types.is_date(t)):
+        raise UsageError(
+            f"the time bucket's column {spec.bucket_column} is {t}, not a timestamp or date"
+        )
+
+
+def refresh(lake: Lake, pool: Pool, *, lock_timeout: float | None = 600.0) -> RefreshResult:
+    """Make the derived pool reflect its source's main tip (see the module docstring)."""
+    spec = spec_of(pool)
+    source = source_of(lake, pool)
+    with pool.maintenance_lock(lock_timeout) as lock:
+        target = source.tip(MAIN)
+        was = reflected(pool)
+        if was == target and pool.tip(MAIN) is not None:
+            return RefreshResult(None, target, "current")
+        new = source.snapshot(target) if target is not None else Snapshot()
+        old = _snapshot_or_none(source, was)
+        derived_tip = pool.tip(MAIN)
+        current = pool.snapshot(derived_tip) if derived_tip is not None else Snapshot()
+        rows: pa.Table | None
+        span: Span | None
+        if old is None:
+            # First refresh, or the reflected commit's snapshot is gone (vacated and
+            # cleaned up): everything, from the source rows at the tip.
+            mode, span = "initial", None
+            rows, read = _aggregate(spec, _read(source, new, new.objects))
+        else:
+            added = [o for i, o in new.objects.items() if i not in old.objects]
+            removed = [o for i, o in old.objects.items() if i not in new.objects]
+            if not removed:
+                mode = "incremental"
+                partial, read = _aggregate(spec, _read(source, new, {o.id: o for o in added}))
+                span = _bucket_span(partial, spec) or EMPTY
+                rows = _merge(spec, _derived_rows(pool, current, spec, span), partial)
+            else:
+                mode = "recomputed"
+                span = _stats_span(spec, [*removed, *added], new.schema)
+                where = None if span is None else _range_where(spec.bucket_column, span, spec)
+                rows, read = _aggregate(spec, _scan(source, target, where))
+        version = current.txns.get(TXN_APP, -1) + 1
+        adds, deletes, schema = _replace(pool, current, spec, span, rows)
+        done = pool.commit(
+            MAIN,
+            adds,
+            deletes,
+            message=f"derived from {source.name} at {target or 'its empty start'} ({mode})",
+            meta={META_KEY: {"source": source.id, "commit": target, "mode": mode}},
+            guard=lock.check,
+            txn=Txn(TXN_APP, version),
+            keys=KeySet(),  # an empty change still commits: it records the reflected commit
+            read_ids=deletes,
+            incoming_schema=schema,
+        )
+        return RefreshResult(done.id, target, mode, 0 if rows is None else rows.num_rows, read)
+
+
+# -- reading ------------------------------------------------------------------------------
+
+
+def _read(pool: Pool, snap: Snapshot, objects: Any) -> pa.Table | None:
+    """The rows of ``objects`` (of ``snap``) as the pool's schema; None when there are none."""
+    from lake_core.scan import Scan
+
+    if not objects or snap.schema is None:
+        return None
+    part = Snapshot(snap.commit_id, snap.depth, MappingProxyType(dict(objects)), snap.schema)
+    return Scan(pool.store, pool.id, pool.config.key, part, None).to_table()
+
+
+def _scan(pool: Pool, commit: str | None, where: str | None) -> pa.Table | None:
+    if commit is None:
+        return None
+    return pool.scan(commit, where=where).to_table()
+
+
+def _aggregate(spec: DerivedSpec, rows: pa.Table | None) -> tuple[pa.Table | None, int]:
+    """The derived rows of ``rows`` (None: no rows) and how many source rows that read."""
+    if rows is None or rows.num_rows == 0:
+        return None, 0 if rows is None else rows.num_rows
+    return _duckdb(spec.partial_sql("src"), src=rows), rows.num_rows
+
+
+def _merge(
+    spec: DerivedSpec, existing: pa.Table | None, partial: pa.Table | None
+) -> pa.Table | None:
+    if partial is None:
+        return existing
+    if existing is None or existing.num_rows == 0:
+        return partial
+    both = pa.concat_tables(
+        [existing.select(partial.schema.names), partial], promote_options="default"
+    )
+    return _duckdb(spec.merge_sql("src"), src=both)
+
+
+def _duckdb(sql: str, **tables: pa.Table) -> pa.Table:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone='UTC'")
+        for name, table in tables.items():
+            con.register(name, table)
+        result: pa.Table = con.sql(sql).to_arrow_table()
+        return result
+    finally:
+        con.close()
+
+
+# -- bucket ranges --------------------------------------------------------------------------
+
+
+Span = tuple[Any, Any]  # the first and last bucket (inclusive), as Python values
+EMPTY: Span = ("empty", "empty")  # no bucket
+
+
+def _snapshot_or_none(pool: Pool, commit: str | None) -> Snapshot | None:
+    """The snapshot of ``commit`` (the empty one for None, a pool's start), or None when
+    it cannot be read any more."""
+    if commit is None:
+        return None
+    try:
+        return pool.snapshot(commit)
+    except (NotFoundError, ObjectNotFoundError, CorruptObjectError):
+        return None
+
+
+def _bucket_span(rows: pa.Table | None, spec: DerivedSpec) -> Span | None:
+    if rows is None or rows.num_rows == 0:
+        return None
+    import pyarrow.compute as pc
+
+    bounds: Any = pc.min_max(rows.column(spec.bucket_name)).as_py()
+    return bounds["min"], bounds["max"]
+
+
+def _stats_span(
+    spec: DerivedSpec, objects: Sequence[ObjectMeta], schema: pa.Schema | None
+) -> Span | None:
+    """The buckets the bucket column of ``objects`` spans, from their stats; None (all
+    buckets) when any object's stats cannot say."""
+    lo = hi = None
+    for obj in objects:
+        col = obj.columns.get(spec.bucket_column)
+        if col is None:
+            if obj.count and schema is not None and spec.bucket_column in schema.names:
+                return None  # no stats: cannot bound it
+            continue
+        if col.min is None:
+            if obj.count > col.nulls:
+                return None
+            continue
+        a, b = col.decoded_min(), col.decoded_max()
+        lo = a if lo is None or a < lo else lo
+        hi = b if hi is None or b > hi else hi
+    if lo is None:
+        return EMPTY
+    first = _duckdb(
+        f"SELECT date_trunc('{spec.bucket_unit}', a) AS a, date_trunc('{spec.bucket_unit}', b) AS b "
+        "FROM t",
+        t=pa.table({"a": [lo], "b": [hi]}),
+    ).to_pylist()[0]
+    return first["a"], first["b"]
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, datetime):
+        return f"'{value.isoformat()}'"
+    if isinstance(value, date):
+        return f"'{value.isoformat()}'"
+    raise UsageError(f"cannot bound buckets by {value!r}")
+
+
+def _range_where(column: str, span: Span, spec: DerivedSpec) -> str:
+    """Source rows whose bucket lies in ``span``: from the first bucket's start to the end of
+    the last (``date_trunc(unit, col) <= last`` as a range the pruning understands)."""
+    if span == EMPTY:
+        return "false"
+    lo, hi = span
+    end = (
+        _duckdb(f"SELECT t.b + INTERVAL 1 {spec.bucket_unit} AS e FROM t", t=pa.table({"b": [hi]}))
+        .column("e")[0]
+        .as_py()
+    )
+    return f"{quote(column)} >= {_literal(lo)} AND {quote(column)} < {_literal(end)}"
+
+
+# -- replacing buckets --------------------------------------------------------------------------
+
+
+def _derived_rows(
+    pool: Pool, snap: Snapshot, spec: DerivedSpec, span: Span | None
+) -> pa.Table | None:
+    if not snap.objects or span is None or span == EMPTY:
+        return None
+    where = f"{quote(spec.bucket_name)} >= {_literal(span[0])} AND {quote(spec.bucket_name)} <= {_literal(span[1])}"
+    from lake_core.scan import Scan
+
+    return Scan(pool.store, pool.id, pool.config.key, snap, where).to_table()
+
+
+def _replace(
+    pool: Pool,
+    snap: Snapshot,
+    spec: DerivedSpec,
+    span: Span | None,
+    rows: pa.Table | None,
+) -> tuple[list[ObjectMeta], list[str], pa.Schema | None]:
+    """Write the derived rows of ``span`` (None: every bucket) as new objects with the rows
+    of the rewritten objects outside it: (adds, deletes, the schema of what it wrote)."""
+    import pyarrow.compute as pc
+
+    from lake_core.scan import Scan
+    from lake_core.writer import WriteOptions, write_objects
+
+    if span == EMPTY:
+        touched: list[ObjectMeta] = []
+    elif span is None:
+        touched = list(snap.objects.values())
+    else:
+        where = (
+            f"{quote(spec.bucket_name)} >= {_literal(span[0])} AND "
+            f"{quote(spec.bucket_name)} <= {_literal(span[1])}"
+        )
+        touched = Scan(pool.store, pool.id, pool.config.key, snap, where).objects
+    kept: pa.Table | None = None
+    if touched and span is not None:
+        whole = _read(pool, snap, {o.id: o for o in touched})
+        if whole is not None:
+            bucket = whole.column(spec.bucket_name)
+            inside: Any = pc.and_(
+                pc.greater_equal(bucket, pa.scalar(span[0], bucket.type)),
+                pc.less_equal(bucket, pa.scalar(span[1], bucket.type)),
+            )
+            kept = whole.filter(pc.invert(pc.fill_null(inside, False)))
+    parts = [t for t in (kept, rows) if t is not None and t.num_rows]
+    adds: list[ObjectMeta] = []
+    schema = None
+    if parts:
+        table = pa.concat_tables(
+            [p.select(parts[-1].schema.names) for p in parts], promote_options="default"
+        )
+        schema = table.schema
+        written: list[ObjectMeta] = []
+        try:
+            adds = write_objects(
+                pool.store,
+                pool.id,
+                table,
+                pool.config.key.resolve(table.schema),
+                WriteOptions(pool.config.target_size, pool.config.seek_stride),
+                clock=pool.clock,
+                on_object=written.append,
+            )
+        except BaseException:
+            for obj in written:
+                pool.store.delete(pool.layout.data(obj.id))
+            raise
+    return adds, [o.id for o in touched], schema
+
+
+def drop_derived(lake: Lake, name: str) -> None:
+    """Drop a derived pool (UsageError for any other pool: drop it with ``lake drop``)."""
+    pool = lake.pool(name)
+    if pool.config.derived is None:
+        raise UsageError(f"pool {name} is not a derived pool")
+    lake.drop_pool(name)
+
+
+def list_derived(lake: Lake) -> list[dict[str, Any]]:
+    """Every derived pool: name, source, definition, reflected source commit, and whether it
+    is current (the source's main tip)."""
+    out = []
+    by_id = {c.id: str(c.name) for c in lake.pools()}
+    for config in lake.pools():
+        if config.derived is None:
+            continue
+        pool = lake.pool(str(config.name))
+        source_name = by_id.get(config.derived.source_id)
+        source_tip = lake.pool(source_name).tip(MAIN) if source_name else None
+        at = reflected(pool)
+        out.append(
+            {
+                "name": str(config.name),
+                "source": source_name,
+                "sql": config.derived.sql,
+                "reflects": at,
+                "current": source_name is not None and at == source_tip,
+            }
+        )
+    return out
+
+
+__all__ = [
+    "META_KEY",
+    "DerivedLink",
+    "RefreshResult",
+    "commit_reflecting",
+    "create_derived",
+    "drop_derived",
+    "list_derived",
+    "reflected",
+    "refresh",
+    "source_of",
+    "spec_of",
+]
