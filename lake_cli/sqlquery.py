@@ -1,7 +1,9 @@
 """``lake query "SQL"``: read-only SQL over the lake's pools, run by embedded DuckDB after the
 lake has planned what to read (lake_core.sql). Output follows the contract of ``lake query``:
 ``-f table|json|csv|parquet``, ``-o FILE``, ``--stats`` as one JSON line on stderr (per
-pool table, as the query names it), errors as one ``error:`` line, exit 1."""
+pool table, as the query names it, and ``answered_from``: the pools it read — a derived
+pool when one answered it), ``--explain`` on stderr (whether a derived pool answered, and
+why), errors as one ``error:`` line, exit 1."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ def run_sql_query(
     stats: bool,
     fmt: str,
     output: str | None,
+    *,
+    derived: bool = True,
+    explain: bool = False,
 ) -> None:
     import duckdb
 
@@ -35,7 +40,11 @@ def run_sql_query(
     show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
     show = show and fmt != "json"
     lake = lk.lake()
-    run = run_sql(sql, lake.pool, lake, as_of=as_of, progress=show)
+    run = run_sql(sql, lake.pool, lake, as_of=as_of, progress=show, derived=derived)
+    if explain:
+        reasons = run.derivation.reasons if run.derivation is not None else []
+        for line in reasons or ["derived pools not considered (--no-derived)"]:
+            sys.stderr.write(f"derived: {line}\n")
     try:
         with engine_progress(run.connection.query_progress, show):
             reader = run.relation.to_arrow_reader(_BATCH_ROWS)
@@ -43,4 +52,4 @@ def run_sql_query(
     except duckdb.Error as e:
         raise engine_error(e) from None
     if stats:
-        sys.stderr.write(json.dumps(run.stats()) + "\n")
+        sys.stderr.write(json.dumps({**run.stats(), "answered_from": run.answered_from}) + "\n")

@@ -420,6 +420,7 @@ def commit(
     '  lake query -p logs --where "ts > 400 AND ts <= 500" --stats\n'
     '  lake query -p trips --sample 1% --where "fare > 10" --stats\n'
     "  lake query -p logs@0ujtsYcgvSTl8PAuAdqWYSMnLOv -f json\n"
+    "  lake query \"SELECT date_trunc('day', ts) d, count(*) FROM flights GROUP BY ALL\" --explain\n"
     "  lake query -p logs --as-of 2026-01-05T10:00:00Z --columns ts,msg -f csv\n"
     '\nSQL (docs/sql.md): one SELECT; tables are pools (flights, ns.flights, "flights@dev",\n'
     '"flights@<commit>"); WHERE prunes objects and row groups as --where does; writes,\n'
@@ -445,6 +446,17 @@ def commit(
 @option("--order", type=Choice("asc", "desc"), help="key order of the output (default: the pool's)")
 @option("--stats", is_flag=True, help="print what was read, as JSON on stderr")
 @option(
+    "--no-derived",
+    "no_derived",
+    is_flag=True,
+    help="SQL: read the pools' rows even when a derived pool could answer (docs/derived.md)",
+)
+@option(
+    "--explain",
+    is_flag=True,
+    help="SQL: say on stderr whether a derived pool answers the query, and why (or why not)",
+)
+@option(
     "--limit",
     type=Number(int),
     metavar="N",
@@ -469,6 +481,8 @@ def query(
     columns: str | None,
     order: str | None,
     stats: bool,
+    no_derived: bool,
+    explain: bool,
     limit: int | None,
     sample: str | None,
     fmt: str,
@@ -500,16 +514,27 @@ def query(
             raise CommandLineError(
                 f"{extra[0]} goes with -p POOL; in SQL write it in the query", ctx
             )
+        if (spark or spark_master) and (no_derived or explain):
+            raise CommandLineError(
+                "--spark reads the pools' rows: --no-derived and --explain go with DuckDB SQL",
+                ctx,
+            )
         if spark or spark_master:
             from lake_cli.commands import spark as on_spark
 
             on_spark.sql_query(lk, sql, parse_time(as_of), stats, fmt, output, spark_master)
             return
-        run_sql_query(lk, sql, parse_time(as_of), stats, fmt, output)
+        run_sql_query(
+            lk, sql, parse_time(as_of), stats, fmt, output, derived=not no_derived, explain=explain
+        )
         return
     if pool is None:
         raise CommandLineError(
             "lake query needs a SQL query or -p POOL", click.get_current_context()
+        )
+    if no_derived or explain:
+        raise CommandLineError(
+            "--no-derived and --explain go with a SQL query", click.get_current_context()
         )
     import pyarrow as pa  # deferred, as write_records (lake --help)
 

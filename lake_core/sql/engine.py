@@ -53,6 +53,7 @@ from lake_core.sql.resolve import (
 if TYPE_CHECKING:
     import duckdb
 
+    from lake_core.derived.answer import Answer
     from lake_core.lake import Lake
     from lake_core.pool import Pool
 
@@ -90,6 +91,13 @@ class SqlRun:
     connection: duckdb.DuckDBPyConnection
     analysis: Analysis
     reads: list[_PoolRead]
+    #: Whether (and why) the query was answered from a derived pool (lake_core.derived).
+    derivation: Answer | None = None
+
+    @property
+    def answered_from(self) -> list[str]:
+        """The pools the query actually read (a derived pool when it answered)."""
+        return sorted({read.table.pool.name for read in self.reads})
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Per pool table (as named in the query): objects_total, objects_read,
@@ -578,12 +586,23 @@ def run_sql(
     *,
     as_of: datetime | None = None,
     progress: bool = False,
+    derived: bool = True,
 ) -> SqlRun:
     """Prepare ``sql`` (read-only, one SELECT) over the pools ``open_pool`` finds. Raises
     SqlSyntaxError, SqlRefusedError, SqlError (unknown column …), PoolNotFoundError and the
     ref errors; executing the relation may raise ``duckdb.Error`` (wrap with
-    :func:`engine_error`)."""
+    :func:`engine_error`). ``derived`` (with ``lake``): answer an aggregate query from a
+    derived pool that reflects exactly the snapshot it reads (:mod:`lake_core.derived.answer`);
+    :attr:`SqlRun.derivation` says whether and why."""
     import duckdb
+
+    derivation = None
+    if derived and lake is not None:
+        from lake_core.derived.answer import answer
+
+        derivation = answer(sql, lake, open_pool, as_of=as_of)
+        if derivation.sql is not None:
+            sql = derivation.sql
 
     session = _Session(open_pool, lake, as_of, progress)
     analysis = analyze(session.con, sql)
@@ -596,7 +615,7 @@ def run_sql(
         relation = session.con.sql(sql)
     except duckdb.Error as e:
         raise engine_error(e) from None
-    return SqlRun(relation, session.con, analysis, session.reads)
+    return SqlRun(relation, session.con, analysis, session.reads, derivation)
 
 
 def engine_error(error: Exception) -> SqlError:

@@ -1,0 +1,397 @@
+"""Answering an aggregate query from a derived pool instead of its source's rows.
+
+A query is answered from derived pool ``D`` of source ``S`` when all of this holds (else it
+runs on ``S`` and :attr:`Answer.reasons` says why):
+
+* it is one SELECT over ``S`` alone (``S``, ``S@REF``; no join, subquery, CTE, sample,
+  window, DISTINCT, QUALIFY, ``*``);
+* ``D`` reflects exactly the source commit the query reads (``S``'s main tip, or ``REF``,
+  or the commit at ``--as-of``): a stale derived pool is never used;
+* every column it uses outside aggregates is one of ``D``'s group columns, or its bucket
+  column inside ``date_trunc(UNIT, …)`` with UNIT coarser than or equal to ``D``'s (a day
+  is 24 hours; a week is not a union of months), or in a WHERE conjunct ``col >= T`` /
+  ``col < T`` where ``T`` is a bucket boundary of ``D``;
+* every aggregate is ``count(*)``, ``count(x)``, ``sum(x)``, ``min(x)``, ``max(x)`` or
+  ``avg(x)`` (``sum(x) / count(x)``) that ``D`` stores for ``x``, without DISTINCT, FILTER or
+  ORDER BY.
+
+The rewritten query reads ``D@COMMIT`` (the derived commit reflecting the source commit):
+counts become ``CAST(sum(n) AS BIGINT)``, sums ``sum``, min and max themselves, ``avg(x)``
+``sum(x_sum) / sum(count_x)``; every output keeps the raw query's column name and type
+family. Results equal the raw query's exactly for counts, min, max and integer sums; float
+sums and averages may differ in the last bits (the addition order differs).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lake_core.derived.maintain import commit_reflecting
+from lake_core.derived.spec import (
+    DerivedSpec,
+    aggregate_of,
+    bucket_of,
+    coarser_or_equal,
+    parse_definition,
+    parse_tree,
+    quote,
+)
+from lake_core.errors import LakeError, UsageError
+
+if TYPE_CHECKING:
+    from lake_core.lake import Lake
+    from lake_core.pool import Pool
+
+
+@dataclass
+class Answer:
+    """How a query is answered: ``sql`` to run instead (None: the query as written),
+    ``derived``: the derived pools it reads, ``reasons``: what was considered and why."""
+
+    sql: str | None = None
+    derived: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+
+class _NoMatch(Exception):
+    """The query cannot be answered from this derived pool (the message says why)."""
+
+
+_AGGREGATES = ("count_star", "count", "sum", "min", "max", "avg")
+_LOWER = {"COMPARE_GREATERTHANOREQUALTO": ">=", "COMPARE_LESSTHAN": "<"}
+
+
+def answer(
+    sql: str,
+    lake: Lake,
+    open_pool: Callable[[str], Pool],
+    *,
+    as_of: datetime | None = None,
+) -> Answer:
+    """Whether and how ``sql`` can be answered from a derived pool (see the module
+    docstring). Never raises for a query it cannot answer: the query then runs as written,
+    and its own errors come from there."""
+    from lake_core.sql.names import parse_table_name
+
+    out = Answer()
+    try:
+        tree = parse_tree(sql)
+    except (UsageError, LakeError) as e:
+        out.reasons.append(f"not answered from a derived pool: {e}")
+        return out
+    table = tree.get("from_table") or {}
+    if tree.get("type") != "SELECT_NODE" or table.get("type") != "BASE_TABLE":
+        out.reasons.append("not answered from a derived pool: not one SELECT over one pool")
+        return out
+    try:
+        ref = parse_table_name(
+            ".".join(p for p in (table.get("schema_name"), table["table_name"]) if p)
+        )
+    except LakeError as e:
+        out.reasons.append(f"not answered from a derived pool: {e}")
+        return out
+    if ref.pool is None or ref.meta is not None:
+        out.reasons.append("not answered from a derived pool: it reads no pool's rows")
+        return out
+    try:
+        source = open_pool(ref.pool_name or ref.pool)
+    except LakeError as e:
+        out.reasons.append(f"not answered from a derived pool: {e}")
+        return out
+    candidates = [c for c in lake.pools() if c.derived and c.derived.source_id == source.id]
+    if not candidates:
+        out.reasons.append(f"no derived pool of {source.name}: answered from its rows")
+        return out
+    try:
+        commit = source.resolve(ref.ref, as_of)
+    except LakeError as e:
+        out.reasons.append(f"not answered from a derived pool: {e}")
+        return out
+    for config in sorted(candidates, key=lambda c: str(c.name)):
+        name = str(config.name)
+        assert config.derived is not None
+        try:
+            spec = parse_definition(config.derived.sql)
+            derived = lake.pool(name)
+            at = commit_reflecting(derived, commit) if commit is not None else None
+            if at is None:
+                raise _NoMatch(
+                    f"it does not reflect source commit {commit} (refresh it: "
+                    f"lake derive refresh {name})"
+                )
+            rewritten = _rewrite(sql, tree, spec, f"{name}@{at}", source)
+        except (_NoMatch, LakeError) as e:
+            out.reasons.append(f"{name}: not used: {e}")
+            continue
+        out.sql = rewritten
+        out.derived.append(name)
+        out.reasons.append(
+            f"{name}: answers it (reflects {source.name} at {commit}; derived commit {at})"
+        )
+        return out
+    out.reasons.append(f"answered from the rows of {source.name}")
+    return out
+
+
+def _rewrite(sql: str, tree: dict[str, Any], spec: DerivedSpec, target: str, source: Pool) -> str:
+    node = copy.deepcopy(tree)
+    for key in ("cte_map",):
+        if node.get(key, {}).get("map"):
+            raise _NoMatch("it has a WITH clause")
+    if node.get("sample") or node.get("qualify") or node["from_table"].get("sample"):
+        raise _NoMatch("it samples or has QUALIFY")
+    if any(n.get("class") in ("SUBQUERY", "WINDOW") for n in _walk(node)):
+        raise _NoMatch("it has a subquery or a window function")
+    if any(n.get("class") == "STAR" for n in _walk(node["select_list"])):
+        raise _NoMatch("it selects *")  # (ORDER BY ALL is a * among the modifiers: fine)
+    if any(m.get("type") == "DISTINCT_MODIFIER" for m in node.get("modifiers", [])):
+        raise _NoMatch("it has DISTINCT")
+    if len(node.get("group_sets") or []) > 1:
+        raise _NoMatch("it has grouping sets")
+    names = _output_names(sql, node, source)
+    aliases = {str(i.get("alias")) for i in node["select_list"] if i.get("alias")}
+    rewrite = _Rewriter(spec, aliases)
+    grouped = node.get("aggregate_handling") == "FORCE_AGGREGATES" or node.get("group_expressions")
+    items = []
+    for item, name in zip(node["select_list"], names, strict=True):
+        new = rewrite.expression(item)
+        new["alias"] = name
+        items.append(new)
+    if not grouped and not rewrite.aggregates:
+        raise _NoMatch("it does not aggregate")
+    node["select_list"] = items
+    node["group_expressions"] = [rewrite.expression(g) for g in node.get("group_expressions", [])]
+    if node.get("having"):
+        node["having"] = rewrite.expression(node["having"])
+    for modifier in node.get("modifiers", []):
+        for order in modifier.get("orders", []):
+            order["expression"] = rewrite.expression(order["expression"])
+    if node.get("where_clause"):
+        node["where_clause"] = _where(node["where_clause"], spec, rewrite)
+    node["from_table"] = {
+        **node["from_table"],
+        "schema_name": "",
+        "catalog_name": "",
+        "table_name": target,
+        "qualified_name": {"path": [target]},
+        # The raw query's qualified columns (flights.carrier) keep working.
+        "alias": node["from_table"].get("alias") or str(tree["from_table"]["table_name"]),
+    }
+    return _deserialize({"error": False, "statements": [{"node": node}]})
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        if "class" in node:
+            yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _output_names(sql: str, node: dict[str, Any], source: Pool) -> list[str]:
+    """The raw query's output column names (DuckDB's names for unaliased expressions), by
+    binding it against an empty table of the source's schema."""
+    import duckdb
+
+    schema = source.schema()
+    if schema is None:
+        raise _NoMatch("the source pool has no rows yet")
+    table = node["from_table"]
+    con = duckdb.connect(":memory:")
+    try:
+        con.register(str(table["table_name"]), schema.empty_table())
+        columns = con.sql(sql).columns
+    except duckdb.Error as e:
+        raise _NoMatch(f"it does not bind: {e}") from None
+    finally:
+        con.close()
+    if len(columns) != len(node["select_list"]):
+        raise _NoMatch("its outputs cannot be told apart")
+    return list(columns)
+
+
+def _parse_expression(text: str) -> dict[str, Any]:
+    node = parse_tree(f"SELECT {text}")
+    return dict(node["select_list"][0])
+
+
+def _deserialize(tree: dict[str, Any]) -> str:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        return str(
+            con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
+        )
+    finally:
+        con.close()
+
+
+class _Rewriter:
+    """Rewrites expressions of the raw query into expressions over the derived pool."""
+
+    def __init__(self, spec: DerivedSpec, aliases: set[str]) -> None:
+        self.spec = spec
+        self.aliases = aliases
+        self.groups = {column: name for name, column in spec.groups}
+        self.aggregates = 0
+
+    def expression(self, node: dict[str, Any]) -> dict[str, Any]:
+        cls = node.get("class")
+        if cls == "FUNCTION" and str(node.get("function_name", "")).lower() in _AGGREGATES:
+            return self._aggregate(node)
+        found = bucket_of(node)
+        if found is not None:
+            unit, column = found
+            if column != self.spec.bucket_column:
+                raise _NoMatch(f"it buckets {column}, not {self.spec.bucket_column}")
+            if not coarser_or_equal(unit, self.spec.bucket_unit):
+                raise _NoMatch(
+                    f"its {unit} buckets are not unions of {self.spec.bucket_unit} buckets"
+                )
+            return _keep_alias(
+                node, _parse_expression(f"date_trunc('{unit}', {quote(self.spec.bucket_name)})")
+            )
+        if cls == "COLUMN_REF":
+            column = str(node["column_names"][-1])
+            if len(node["column_names"]) > 2:
+                raise _NoMatch(f"it names {'.'.join(node['column_names'])}")
+            if column in self.groups:
+                return _keep_alias(node, _parse_expression(quote(self.groups[column])))
+            if column in self.aliases:
+                return node  # an output of the query (ORDER BY d, GROUP BY d)
+            raise _NoMatch(f"it uses column {column} outside what the derived pool groups by")
+        return {key: self._any(value) for key, value in node.items()}
+
+    def _any(self, value: Any) -> Any:
+        """Any part of an expression: nodes rewritten, everything else walked."""
+        if isinstance(value, dict):
+            if "class" in value:
+                return self.expression(value)
+            return {key: self._any(v) for key, v in value.items()}
+        if isinstance(value, list):
+            return [self._any(v) for v in value]
+        return value
+
+    def _aggregate(self, node: dict[str, Any]) -> dict[str, Any]:
+        found = aggregate_of(node)
+        if found is None:
+            raise _NoMatch(
+                f"{node.get('function_name')}(…) is not a plain aggregate of a column "
+                "(DISTINCT, FILTER, ORDER BY or an expression)"
+            )
+        function, column = found
+        spec = self.spec
+        self.aggregates += 1
+        if function == "avg":
+            total, count = spec.aggregate("sum", column), spec.aggregate("count", column)
+            if total is None or count is None:
+                raise _NoMatch(f"it stores no sum and count of {column} for avg({column})")
+            text = f"sum({quote(total.name)}) / sum({quote(count.name)})"
+        elif function == "count_star":
+            stored = spec.aggregate("count_star", None)
+            if stored is None:
+                raise _NoMatch("it stores no count(*)")
+            text = f"CAST(sum({quote(stored.name)}) AS BIGINT)"
+        else:
+            stored = spec.aggregate(function, column)
+            if stored is None:
+                raise _NoMatch(f"it stores no {function}({column})")
+            text = (
+                f"CAST(sum({quote(stored.name)}) AS BIGINT)"
+                if function == "count"
+                else f"{function}({quote(stored.name)})"
+            )
+        return _keep_alias(node, _parse_expression(text))
+
+
+def _keep_alias(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    new["alias"] = old.get("alias", "")
+    return new
+
+
+def _conjuncts(node: dict[str, Any]) -> list[dict[str, Any]]:
+    if node.get("class") == "CONJUNCTION" and node.get("type") == "CONJUNCTION_AND":
+        return [c for child in node["children"] for c in _conjuncts(child)]
+    return [node]
+
+
+def _where(node: dict[str, Any], spec: DerivedSpec, rewrite: _Rewriter) -> dict[str, Any]:
+    """The WHERE over the derived pool: conjuncts on group columns as they are, bounds on
+    the bucket column that fall on bucket boundaries as bounds on the bucket."""
+    parts = []
+    for conjunct in _conjuncts(node):
+        bound = _bucket_bound(conjunct, spec)
+        parts.append(bound if bound is not None else rewrite.expression(conjunct))
+    if len(parts) == 1:
+        return parts[0]
+    return {
+        "class": "CONJUNCTION",
+        "type": "CONJUNCTION_AND",
+        "alias": "",
+        "children": parts,
+    }
+
+
+def _bucket_bound(node: dict[str, Any], spec: DerivedSpec) -> dict[str, Any] | None:
+    """``col >= T`` or ``col < T`` (or flipped) with ``T`` a bucket boundary, as a bound on
+    the bucket; None when ``node`` does not compare the bucket column (raises when it does
+    in a way buckets cannot answer)."""
+    if node.get("class") != "COMPARISON":
+        return None
+    left, right, kind = node.get("left", {}), node.get("right", {}), node.get("type")
+    column = spec.bucket_column
+    if _is_column(right, column) and not _is_column(left, column):
+        left, right = right, left
+        kind = {
+            "COMPARE_GREATERTHANOREQUALTO": "COMPARE_LESSTHANOREQUALTO",
+            "COMPARE_LESSTHAN": "COMPARE_GREATERTHAN",
+            "COMPARE_LESSTHANOREQUALTO": "COMPARE_GREATERTHANOREQUALTO",
+            "COMPARE_GREATERTHAN": "COMPARE_LESSTHAN",
+        }.get(str(kind), kind)
+    if not _is_column(left, column):
+        return None
+    if kind not in _LOWER:
+        raise _NoMatch(
+            f"it compares {column} with {kind}: only {column} >= T and {column} < T at "
+            f"{spec.bucket_unit} boundaries can be answered by buckets"
+        )
+    literal = right.get("literal") if right.get("class") == "CONSTANT" else None
+    text = literal.get("text") if isinstance(literal, dict) else None
+    if text is None:
+        raise _NoMatch(f"it compares {column} with an expression, not a constant")
+    if not _on_boundary(str(text), spec.bucket_unit):
+        raise _NoMatch(f"{text} is not a {spec.bucket_unit} boundary")
+    return _parse_expression(f"{quote(spec.bucket_name)} {_LOWER[str(kind)]} '{text}'")
+
+
+def _is_column(node: dict[str, Any], column: str) -> bool:
+    return node.get("class") == "COLUMN_REF" and str(node["column_names"][-1]) == column
+
+
+def _on_boundary(text: str, unit: str) -> bool:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone='UTC'")
+        row = con.execute(
+            f"SELECT date_trunc('{unit}', CAST(? AS TIMESTAMPTZ)) = CAST(? AS TIMESTAMPTZ)",
+            [text, text],
+        ).fetchall()[0]
+        return bool(row[0])
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+__all__ = ["Answer", "answer"]
