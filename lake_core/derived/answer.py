@@ -16,7 +16,7 @@ runs on ``S`` and :attr:`Answer.reasons` says why):
   ORDER BY.
 
 The rewritten query reads ``D@COMMIT`` (the derived commit reflecting the source commit):
-counts become ``CAST(sum(n) AS BIGINT)``, sums ``sum``, min and max themselves, ``avg(x)``
+counts become ``CAST(coalesce(sum(n), 0) AS BIGINT)`` (0 over no rows, as ``count``), sums ``sum``, min and max themselves, ``avg(x)``
 ``sum(x_sum) / sum(count_x)``; every output keeps the raw query's column name and type
 family. Results equal the raw query's exactly for counts, min, max and integer sums; float
 sums and averages may differ in the last bits (the addition order differs).
@@ -300,13 +300,14 @@ class _Rewriter:
             stored = spec.aggregate("count_star", None)
             if stored is None:
                 raise _NoMatch("it stores no count(*)")
-            text = f"CAST(sum({quote(stored.name)}) AS BIGINT)"
+            # coalesce: count over no rows is 0, a sum over no rows null.
+            text = f"CAST(coalesce(sum({quote(stored.name)}), 0) AS BIGINT)"
         else:
             stored = spec.aggregate(function, column)
             if stored is None:
                 raise _NoMatch(f"it stores no {function}({column})")
             text = (
-                f"CAST(sum({quote(stored.name)}) AS BIGINT)"
+                f"CAST(coalesce(sum({quote(stored.name)}), 0) AS BIGINT)"
                 if function == "count"
                 else f"{function}({quote(stored.name)})"
             )
