@@ -243,6 +243,7 @@ class TreePlan:
     salt: int  # seeds a salted pool's salts, with the chunk's index
     levels: tuple[Level, ...] = ()
     rows: int = 0  # of the batch
+    row_bytes: int = 1  # of the batch in memory (lake_core.otree.write.row_bytes)
     #: Per object, its cubes in pre-order.
     objects: tuple[tuple[Cube, ...], ...] = ()
     #: Per depth: the sorted prefixes of its cubes, their object and place in it.
@@ -330,9 +331,10 @@ def _indexed_layout(job: Job) -> pa.Schema:
 def _place(job: Job, salt: int, chunk: int, table: pa.Table) -> Placed:
     assert job.otree is not None and job.layout is not None
     conformed = conform_to(table, job.layout)
-    # The rows' bytes in memory, as the local path measures its batch (the layout's weight
-    # column, null here, counts its four bytes a row).
-    nbytes = conformed.nbytes
+    # The rows' bytes in memory, as the local path measures its batch: the layout's weight
+    # column, null here, counts as the four bytes a row it will hold.
+    weight = conformed.column(WEIGHT_COLUMN) if WEIGHT_COLUMN in conformed.schema.names else None
+    nbytes = conformed.nbytes - (0 if weight is None else weight.nbytes) + 4 * conformed.num_rows
     rows = with_weights(
         conformed.select(_indexed_layout(job).names), job.otree, _salts(job, salt, chunk)
     )
@@ -475,7 +477,7 @@ def _encode(
         rows = order[bounds[place] : bounds[place + 1]]
         if len(rows):
             built.append(BuiltBlock(cube, rows, int(weights[rows[0]]), plan.threshold(cube)))
-    per_block = block_rows(plan.cube_size, table, job.options)
+    per_block = block_rows(plan.cube_size, plan.row_bytes, job.options)
     encoding = EncodeOptions(job.options.compression, dictionary_limit(job.options))
     return encode_object(table, built, weights, codes, per_block, encoding)
 
@@ -621,6 +623,7 @@ def plan_tree(
         for kept in states:
             kept.unpersist()
     # Cubes roll up as on the local path (lake_core.otree.write): by the rows' bytes in memory.
-    rollup = max(cube_size, job.options.target_size // max(1, nbytes // max(1, rows)))
-    plan = TreePlan(revision, cube_size, salt, tuple(levels), rows)
+    per_row = max(1, nbytes // max(1, rows))
+    rollup = max(cube_size, job.options.target_size // per_row)
+    plan = TreePlan(revision, cube_size, salt, tuple(levels), rows, per_row)
     return plan.with_objects(rollup_groups(sizes, rollup))

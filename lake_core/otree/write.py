@@ -124,11 +124,17 @@ def group_rows(band: int) -> int:
     return max(_MIN_GROUP_ROWS, math.ceil(band / _GROUPS_PER_BAND))
 
 
-def block_rows(cube_size: int, table: pa.Table, options: WriteOptions) -> int:
+def row_bytes(table: pa.Table) -> int:
+    """A batch's bytes per row in memory: how its objects and blocks are sized."""
+    return max(1, table.nbytes // max(1, table.num_rows))
+
+
+def block_rows(cube_size: int, per_row: int, options: WriteOptions) -> int:
     """Rows per block (row group): a quarter cube, so a sample cuts a cube finely, and no
-    more than the seek stride's worth of rows."""
-    row_bytes = max(1, table.nbytes // max(1, table.num_rows))
-    return max(_MIN_BLOCK_ROWS, min(math.ceil(cube_size / 4), options.seek_stride // row_bytes))
+    more than the seek stride's worth of rows (``per_row``: :func:`row_bytes` of the batch)."""
+    return max(
+        _MIN_BLOCK_ROWS, min(math.ceil(cube_size / 4), options.seek_stride // max(1, per_row))
+    )
 
 
 def write_otree(
@@ -150,10 +156,10 @@ def write_otree(
     weights = table.column(WEIGHT_COLUMN).to_numpy().astype(np.int32)
     cube_size = batch_cube_size(revision.cube_size, table.num_rows, existing_rows)
     q = coordinates(table, revision)
-    row_bytes = max(1, table.nbytes // table.num_rows)
-    rollup = max(cube_size, options.target_size // row_bytes)
+    per_row = row_bytes(table)
+    rollup = max(cube_size, options.target_size // per_row)
     tree = build_tree(q, weights, cube_size, rollup)
-    per_block = block_rows(cube_size, table, options)
+    per_block = block_rows(cube_size, per_row, options)
     encoding = EncodeOptions(options.compression, dictionary_limit(options))
     metas: list[ObjectMeta] = []
 
@@ -259,6 +265,7 @@ __all__ = [
     "encode_object",
     "group_rows",
     "object_meta",
+    "row_bytes",
     "revision_change",
     "revision_rows",
     "with_weights",
