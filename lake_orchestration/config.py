@@ -267,8 +267,49 @@ class PoolSpec(_Frozen):
         return f"lake/{PoolName.parse(self.name).qualified}"
 
 
+class DerivedPoolSpec(_Frozen):
+    """One derived pool (docs/derived.md): an asset downstream of its source pool's asset,
+    refreshed by a sensor when the source's main branch moves."""
+
+    name: str
+    #: The source pool: one of ``pools``.
+    source: str = Field(alias="from")
+    #: The aggregate query it keeps (``lake derive create … --as``).
+    sql: str
+    description: str = ""
+    sensor: SensorPolicy = SensorPolicy()
+    lock_timeout: timedelta = timedelta(minutes=10)
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        PoolName.parse(v)
+        return v
+
+    @field_validator("sql")
+    @classmethod
+    def _sql(cls, v: str) -> str:
+        from lake_core.derived.spec import parse_definition
+
+        parse_definition(v)  # the CLI's checks, when the config is read
+        return v
+
+    @field_validator("lock_timeout", mode="before")
+    @classmethod
+    def _lock_timeout(cls, v: Any) -> Any:
+        return parse_duration(v) if isinstance(v, str) else v
+
+    @property
+    def asset_name(self) -> str:
+        return _ASSET_NAME.sub("_", self.name.replace(".", "__"))
+
+
 class PoolsConfig(_Frozen):
     pools: tuple[PoolSpec, ...] = ()
+    #: Derived pools of the pools above (docs/derived.md, "In Dagster").
+    derived: tuple[DerivedPoolSpec, ...] = ()
     #: How often the observer looks for commits made outside Dagster.
     observer_interval_seconds: Annotated[int, Field(ge=1)] = 30
 
@@ -279,6 +320,13 @@ class PoolsConfig(_Frozen):
             if p.asset_name in seen:
                 raise ValueError(f"pool {p.name} appears twice (asset name {p.asset_name})")
             seen.add(p.asset_name)
+        names = {p.name for p in self.pools}
+        for d in self.derived:
+            if d.asset_name in seen:
+                raise ValueError(f"pool {d.name} appears twice (asset name {d.asset_name})")
+            seen.add(d.asset_name)
+            if d.source not in names:
+                raise ValueError(f"derived pool {d.name}: its source {d.source} is not in pools")
         return self
 
     def pool(self, name: str) -> PoolSpec:

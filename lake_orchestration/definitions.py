@@ -28,6 +28,7 @@ from dagster_pyspark import LazyPySparkResource
 from lake_orchestration.assets import asset_key, build_pool_asset
 from lake_orchestration.checks import build_pool_checks
 from lake_orchestration.config import DEFAULT_POOLS_FILE, PoolsConfig, load_pools_config
+from lake_orchestration.derived import build_derived
 from lake_orchestration.indexing import build_index_job, build_index_sensor
 from lake_orchestration.maintenance import build_compact_job, build_retention_job
 from lake_orchestration.resources import LakeResource, S3Settings, ZooKeeperResource
@@ -81,6 +82,10 @@ def build_definitions(config: PoolsConfig, lake: LakeResource) -> dg.Definitions
             )
             if s is not None
         ]
+    derived_assets, derived_jobs, derived_sensors = build_derived(config)
+    assets += derived_assets
+    jobs += derived_jobs
+    sensors += derived_sensors
     if config.pools:
         sensors.append(build_observer_sensor(config, config.observer_interval_seconds))
     return dg.Definitions(
