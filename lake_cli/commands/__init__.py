@@ -49,4 +49,5 @@ def all_commands() -> list[click.Command]:
         view.view,
         index.index,
         derive.derive,
+        derive.histogram,
     ]

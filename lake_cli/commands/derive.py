@@ -1,15 +1,26 @@
 """``lake derive create|ls|refresh|drop``: derived pools, partial aggregations of a source
 pool kept exact by refreshes, which ``lake query`` uses to answer aggregate queries (see
-:mod:`lake_core.derived` and docs/derived.md)."""
+:mod:`lake_core.derived` and docs/derived.md); and ``lake histogram``, event counts over time
+drawn in the terminal (answered from a derived pool when one can)."""
 
 from __future__ import annotations
 
 import json
+import sys
+from typing import Any
 
 import click
 
-from lake_cli.context import LakeContext, pass_lake, say
-from lake_cli.options import argument, format_option, option
+from lake_cli.context import LakeContext, parse_time, pass_lake, say
+from lake_cli.options import (
+    argument,
+    as_of_option,
+    command,
+    format_option,
+    option,
+    pool_option,
+    where_option,
+)
 from lake_cli.parsing import LakeGroup, Number
 
 
@@ -125,3 +136,118 @@ def derive_drop(lk: LakeContext, name: str) -> None:
 
     drop_derived(lk.lake(), name)
     say(f"derived pool {name} dropped")
+
+
+@command(
+    "histogram",
+    "draw a pool's event counts over time, by category (from a derived pool when one answers)",
+    "  lake histogram -p flights --by carrier --every 1d\n"
+    "  lake histogram -p flights --every 1mo --where \"origin = 'JFK'\"\n"
+    "  lake histogram -p logs --time received --every 1h -f json --stats\n",
+)
+@pool_option("POOL[@REF]", "the pool, optionally @BRANCH or @COMMIT-ID (default main)")
+@option(
+    "--every",
+    required=True,
+    metavar="UNIT",
+    help="bucket width: 1h, 1d, 1w, 1mo, 1q, 1y (or minute, hour, day, week, month, …)",
+)
+@option("--by", metavar="COLUMN", help="count per value of this column (one bar segment each)")
+@option(
+    "--time", "time_column", metavar="COLUMN", help="the time column (default: the key's first)"
+)
+@where_option()
+@as_of_option("as of this ISO 8601 time, e.g. 2026-01-05T10:00:00Z")
+@option("--stats", is_flag=True, help="print the pools read (answered_from), as JSON on stderr")
+@format_option("table", "json", "csv", help="table: a bar chart; json, csv: the counts")
+@pass_lake
+def histogram(
+    lk: LakeContext,
+    pool: str,
+    every: str,
+    by: str | None,
+    time_column: str | None,
+    where: str | None,
+    as_of: str | None,
+    stats: bool,
+    fmt: str,
+) -> None:
+    from lake_cli.output import write_records  # deferred: pyarrow (lake --help)
+    from lake_core.derived.histogram import histogram as counts
+
+    result = counts(
+        lk.lake(),
+        pool,
+        every,
+        by=by,
+        time_column=time_column,
+        where=where,
+        as_of=parse_time(as_of),
+    )
+    if fmt == "table":
+        draw_histogram(result.table, by)
+    else:
+        write_records(result.table, fmt)
+    if stats:
+        sys.stderr.write(json.dumps({"answered_from": result.answered_from}) + "\n")
+
+
+#: Bar characters per category when there is no colour (not a terminal).
+_SHADES = "█▓▒░#=+*"
+_COLOURS = ("cyan", "magenta", "yellow", "green", "blue", "red", "bright_black", "white")
+
+
+def draw_histogram(table: Any, by: str | None) -> None:
+    """One line per bucket: the bucket, a bar of its count split by category (a colour, or a
+    shade without colour; the legend first), the count. The longest bar fills the width."""
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=False)
+    rows = table.to_pylist()
+    if not rows:
+        console.print("no rows")
+        return
+    categories = sorted(
+        {r.get(by) for r in rows} if by else {None}, key=lambda v: (v is None, str(v))
+    )
+    shown = categories[: len(_SHADES) - 1]
+    slot = {c: i for i, c in enumerate(shown)}
+    other = len(shown)  # every further category shares the last shade
+    buckets: dict[Any, dict[int, int]] = {}
+    for r in rows:
+        parts = buckets.setdefault(r["bucket"], {})
+        i = slot.get(r.get(by) if by else None, other)
+        parts[i] = parts.get(i, 0) + int(r["n"])
+    colour = console.color_system is not None
+
+    def piece(i: int, width: int) -> Text:
+        return Text("█" * width, style=_COLOURS[i]) if colour else Text(_SHADES[i] * width)
+
+    if by:
+        legend = Text(f"{by}: ")
+        for c, i in slot.items():
+            legend += piece(i, 1) + Text(f" {c}  ")
+        if len(categories) > len(shown):
+            legend += piece(other, 1) + Text(f" {len(categories) - len(shown)} more")
+        console.print(legend)
+    labels = {b: _label(b) for b in buckets}
+    totals = {b: sum(p.values()) for b, p in buckets.items()}
+    label_width = max(len(v) for v in labels.values())
+    count_width = max(len(f"{t:,}") for t in totals.values())
+    room = max(10, console.width - label_width - count_width - 3)
+    peak = max(totals.values()) or 1
+    for b, parts in buckets.items():
+        line = Text(labels[b].ljust(label_width) + " ")
+        for i in sorted(parts):
+            line += piece(i, round(parts[i] * room / peak))
+        line += Text(" " + f"{totals[b]:,}".rjust(count_width))
+        console.print(line)
+
+
+def _label(bucket: Any) -> str:
+    text = bucket.isoformat() if hasattr(bucket, "isoformat") else str(bucket)
+    for tail in ("T00:00:00+00:00", "+00:00", ":00:00"):
+        if text.endswith(tail) and tail != ":00:00":
+            text = text[: -len(tail)]
+    return text.replace("T", " ")

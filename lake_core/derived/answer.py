@@ -40,6 +40,7 @@ from lake_core.derived.spec import (
     parse_definition,
     parse_tree,
     quote,
+    scratch,
 )
 from lake_core.errors import LakeError, UsageError
 
@@ -204,10 +205,10 @@ def _output_names(sql: str, node: dict[str, Any], source: Pool) -> list[str]:
     schema = source.schema()
     if schema is None:
         raise _NoMatch("the source pool has no rows yet")
-    table = node["from_table"]
-    con = duckdb.connect(":memory:")
+    name = str(node["from_table"]["table_name"])
+    con = scratch().cursor()  # a registration of its own
     try:
-        con.register(str(table["table_name"]), schema.empty_table())
+        con.register(name, schema.empty_table())
         columns = con.sql(sql).columns
     except duckdb.Error as e:
         raise _NoMatch(f"it does not bind: {e}") from None
@@ -224,15 +225,9 @@ def _parse_expression(text: str) -> dict[str, Any]:
 
 
 def _deserialize(tree: dict[str, Any]) -> str:
-    import duckdb
-
-    con = duckdb.connect(":memory:")
-    try:
-        return str(
-            con.execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
-        )
-    finally:
-        con.close()
+    return str(
+        scratch().execute("SELECT json_deserialize_sql(?)", [json.dumps(tree)]).fetchall()[0][0]
+    )
 
 
 class _Rewriter:
@@ -381,18 +376,18 @@ def _is_column(node: dict[str, Any], column: str) -> bool:
 def _on_boundary(text: str, unit: str) -> bool:
     import duckdb
 
-    con = duckdb.connect(":memory:")
     try:
-        con.execute("SET TimeZone='UTC'")
-        row = con.execute(
-            f"SELECT date_trunc('{unit}', CAST(? AS TIMESTAMPTZ)) = CAST(? AS TIMESTAMPTZ)",
-            [text, text],
-        ).fetchall()[0]
+        row = (
+            scratch()
+            .execute(
+                f"SELECT date_trunc('{unit}', CAST(? AS TIMESTAMPTZ)) = CAST(? AS TIMESTAMPTZ)",
+                [text, text],
+            )
+            .fetchall()[0]
+        )
         return bool(row[0])
     except duckdb.Error:
         return False
-    finally:
-        con.close()
 
 
 __all__ = ["Answer", "answer"]

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lake_core.derived.spec import DerivedLink, DerivedSpec, parse_definition, quote
+from lake_core.derived.spec import DerivedLink, DerivedSpec, parse_definition, quote, scratch
 from lake_core.errors import CorruptObjectError, NotFoundError, ObjectNotFoundError, UsageError
 from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
@@ -249,10 +249,11 @@ def _merge(
 
 
 def _duckdb(sql: str, **tables: pa.Table) -> pa.Table:
-    import duckdb
-
-    con = duckdb.connect(":memory:")
+    """``sql`` over ``tables`` in a cursor of this thread's scratch database (UTC)."""
+    con = scratch().cursor()
     try:
+        # Per cursor: a cursor starts from the system's zone (Etc/UTC here), and timestamps
+        # must come back as the pool stores them (UTC).
         con.execute("SET TimeZone='UTC'")
         for name, table in tables.items():
             con.register(name, table)

@@ -20,11 +20,17 @@ and so is the merge of nulls).
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lake_core.errors import UsageError
+
+if TYPE_CHECKING:
+    import duckdb
 
 #: Bucket units, finest first; a query's unit can be answered from a derived unit when each
 #: of its buckets is a union of derived buckets (:func:`coarser_or_equal`).
@@ -157,15 +163,30 @@ def _literal_text(node: dict[str, Any]) -> str | None:
     return None
 
 
+_LOCAL = threading.local()
+
+
+def scratch() -> duckdb.DuckDBPyConnection:
+    """This thread's in-memory DuckDB for parsing and small computations (a connection costs
+    tens of milliseconds to open; a query here, well under one). UTC, like every query."""
+    con = getattr(_LOCAL, "con", None)
+    if con is None:
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone='UTC'")
+        _LOCAL.con = con
+    return con
+
+
 def parse_tree(sql: str) -> dict[str, Any]:
     """DuckDB's parse tree of one statement (UsageError when it does not parse)."""
-    import duckdb
+    return copy.deepcopy(_parsed(sql))
 
-    con = duckdb.connect(":memory:")
-    try:
-        text = con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
-    finally:
-        con.close()
+
+@functools.lru_cache(maxsize=256)
+def _parsed(sql: str) -> dict[str, Any]:
+    text = scratch().execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0]
     tree = json.loads(text)
     if tree.get("error"):
         raise UsageError(f"cannot parse the query: {tree.get('error_message', 'syntax error')}")
@@ -204,6 +225,7 @@ def aggregate_of(node: dict[str, Any]) -> tuple[str, str | None] | None:
     return None
 
 
+@functools.lru_cache(maxsize=128)
 def parse_definition(sql: str) -> DerivedSpec:
     """The spec of a definition; UsageError saying what is not allowed otherwise."""
     node = parse_tree(sql)
@@ -306,4 +328,5 @@ __all__ = [
     "parse_definition",
     "parse_tree",
     "quote",
+    "scratch",
 ]

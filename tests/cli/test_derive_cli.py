@@ -135,3 +135,23 @@ def test_derive_on_plain_pools_and_flags(L: list[str], capsys: pytest.CaptureFix
         assert code == 2 and "is not a derived pool" in err
     code, _, err = run(capsys, *L, "query", "-p", "flights", "--explain")
     assert code == 2 and "go with a SQL query" in err
+
+
+def test_histogram(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["histogram", "-p", "flights", "--by", "carrier", "--every", "1d"]
+    raw = records(ok(capsys, *L, *args, "-f", "json"))
+    assert sum(r["n"] for r in raw) == 300 and {r["carrier"] for r in raw} == {"a", "b", "c"}
+    ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    code, out, err = run(capsys, *L, *args, "-f", "json", "--stats")
+    assert code == 0 and records(out) == raw
+    assert json.loads(err.splitlines()[-1]) == {"answered_from": ["hourly"]}
+    chart = ok(capsys, *L, *args).splitlines()
+    assert chart[0].startswith("carrier: ") and len(chart) == 1 + 3  # legend, three days
+    assert chart[1].startswith("2026-01-01 ") and chart[1].endswith(" 100")
+    for bad, message in (
+        (["--every", "fortnight"], "--every 'fortnight'"),
+        (["--every", "1d", "--by", "nope"], "no column nope"),
+        (["--every", "1d", "--time", "carrier"], "not a timestamp"),
+    ):
+        code, _, err = run(capsys, *L, "histogram", "-p", "flights", *bad)
+        assert code == 2 and message in err, err
