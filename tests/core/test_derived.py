@@ -1,8 +1,9 @@
 """Derived pools (issue 17): the definition rules, refresh keeping the derived pool equal to
 its definition evaluated on the source over random histories (loads, deletes, reverts,
 compactions, merges from a branch — refreshed after some of them, so one refresh often
-spans several commits), and aggregate queries answered from it equal to the same queries on
-the source's rows (counts, integer sums, min, max exactly; avg within float tolerance).
+spans several commits), and aggregate queries answered from it — a fixed set and random ones
+(bucket, groups, aggregates and bounds drawn at random) — equal to the same queries on the
+source's rows (counts, integer sums, min, max exactly; avg within float tolerance).
 Local disk and S3 (moto over HTTP)."""
 
 from __future__ import annotations
@@ -101,8 +102,46 @@ def _same(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> bool:
     return True
 
 
-def _check_queries(lake: Lake) -> None:
-    for sql in ANSWERED:
+def random_queries(rng: np.random.Generator, n: int) -> list[str]:
+    """Queries the derived pool answers: a coarser-or-equal bucket (or none), a subset of
+    its group columns, decomposable aggregates, and bounds on bucket boundaries."""
+    out = []
+    aggregates = [
+        "count(*)",
+        "count(delay)",
+        "sum(delay)",
+        "min(delay)",
+        "max(delay)",
+        "avg(delay)",
+    ]
+    for _ in range(n):
+        items = []
+        unit = rng.choice(["hour", "day", "week", "month", "none"])
+        if unit != "none":
+            items.append(f"date_trunc('{unit}', ts) AS b")
+        if rng.random() < 0.6:
+            items.append("carrier")
+        picked = rng.choice(aggregates, size=int(rng.integers(1, 4)), replace=False)
+        items += [f"{a} AS a{i}" for i, a in enumerate(picked)]
+        where = []
+        if rng.random() < 0.5:
+            where.append(
+                f"ts >= '2026-01-0{int(rng.integers(1, 4))} {int(rng.integers(0, 24)):02d}:00:00'"
+            )
+        if rng.random() < 0.3:
+            where.append(f"ts < '2026-01-0{int(rng.integers(2, 5))}'")
+        if rng.random() < 0.3:
+            where.append(rng.choice(["carrier = 'a'", "carrier IN ('b', 'c')", "carrier IS NULL"]))
+        sql = f"SELECT {', '.join(items)} FROM events"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        out.append(sql + " GROUP BY ALL")
+    return out
+
+
+def _check_queries(lake: Lake, extra: int = 0) -> None:
+    rng = np.random.default_rng(extra)
+    for sql in [*ANSWERED, *random_queries(rng, extra)]:
         run = run_sql(sql, lake.pool, lake)
         assert run.answered_from == ["hourly"], (sql, run.derivation)
         raw = run_sql(sql, lake.pool, lake, derived=False)
@@ -176,7 +215,7 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]]) -> None:
     assert result.source_commit == lake.pool("events").tip("main")
     rows = pa.Table.from_pylist(list(model.values()), schema=first.schema)
     _check_derived(lake, rows)
-    _check_queries(lake)
+    _check_queries(lake, extra=8)
 
 
 EXAMPLES = int(os.environ.get("LAKE_MODEL_EXAMPLES", "120")) // 12
