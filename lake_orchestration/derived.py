@@ -70,9 +70,40 @@ def build_derived_asset(spec: DerivedPoolSpec, config: PoolsConfig) -> dg.Assets
             "lake/source_rows_read": result.source_rows_read,
             "lake/commit": result.commit or "",
         }
+        picture = histogram_markdown(lk, spec.name)
+        if picture is not None:
+            metadata["lake/histogram"] = dg.MetadataValue.md(picture)
         return dg.MaterializeResult(metadata=metadata)
 
     return derived_pool
+
+
+#: Buckets the materialization's histogram shows (the latest).
+HISTOGRAM_BUCKETS = 24
+
+
+def histogram_markdown(lake: Any, name: str) -> str | None:
+    """The latest buckets' source-row counts as a markdown bar chart (the Brim histogram, in
+    the Dagster UI), from the derived pool's ``count(*)``; None when it keeps no count(*)."""
+    from lake_core.derived.maintain import spec_of
+    from lake_core.derived.spec import quote
+
+    spec = spec_of(lake.pool(name))
+    count = spec.aggregate("count_star", None)
+    if count is None:
+        return None
+    bucket = quote(spec.bucket_name)
+    rows = lake.sql(
+        f"SELECT {bucket} AS b, CAST(sum({quote(count.name)}) AS BIGINT) AS n "
+        f"FROM {quote(name)} GROUP BY 1 ORDER BY 1 DESC LIMIT {HISTOGRAM_BUCKETS}"
+    ).fetchall()
+    if not rows:
+        return None
+    peak = max(int(n) for _, n in rows) or 1
+    lines = [f"| {spec.bucket_name} | rows | |", "| --- | ---: | --- |"]
+    for b, n in reversed(rows):
+        lines.append(f"| {b} | {int(n):,} | {'█' * max(1, round(30 * int(n) / peak))} |")
+    return "\n".join(lines)
 
 
 def build_refresh_sensor(spec: DerivedPoolSpec, job: Any) -> dg.SensorDefinition:

@@ -104,6 +104,8 @@ def test_derived_asset_sensor_and_refresh(tmp_path: Path, instance: dg.DagsterIn
     second = run()
     assert (second["lake/mode"], second["lake/source_commit"]) == ("incremental", tip)
     assert second["lake/source_rows_read"] == 40
+    picture = second["lake/histogram"]  # the latest days' counts, as bars
+    assert picture.splitlines()[0] == "| day | rows | |" and len(picture.splitlines()) == 2 + 5
     got = lake.sql("SELECT kind, count(*) AS n, sum(v) AS s FROM events GROUP BY ALL ORDER BY 1")
     assert got.fetchall() == [("x", 70, sum(range(0, 140, 2))), ("y", 70, sum(range(1, 140, 2)))]
 
