@@ -6,12 +6,14 @@ metadata carries the source commit it reflects. A sensor asks for a refresh run 
 source's main tip differs from the commit the derived pool reflects (run key: that tip), so
 no source commit is skipped silently and none is refreshed twice."""
 
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
 
 from lake_core.errors import PoolNotFoundError, UsageError
-from lake_orchestration.assets import asset_key
+from lake_orchestration.assets import asset_key, daily_partitions
 from lake_orchestration.config import DerivedPoolSpec, PoolsConfig
 from lake_orchestration.resources import LakeResource
 from lake_orchestration.sensors import request_unless_running
@@ -29,12 +31,28 @@ def refresh_sensor_name(spec: DerivedPoolSpec) -> str:
     return f"{spec.asset_name}_refresh"
 
 
+def _rebuild(lake: Any, spec: DerivedPoolSpec, day: str) -> tuple[Any, Any]:
+    """The bucket-column values of partition ``day`` (its first and last instant)."""
+    from lake_core.derived.maintain import spec_of
+
+    column = spec_of(lake.pool(spec.name)).bucket_column
+    schema = lake.pool(spec.source).schema()
+    first = date.fromisoformat(day)
+    if schema is not None and pa.types.is_date(schema.field(column).type):
+        return first, first
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    return start, start + timedelta(days=1) - timedelta(microseconds=1)
+
+
 def build_derived_asset(spec: DerivedPoolSpec, config: PoolsConfig) -> dg.AssetsDefinition:
     source = config.pool(spec.source)
 
     @dg.asset(
         name=spec.asset_name,
         deps=[asset_key(source)],
+        # Partitioned as its source (a daily pool): a partition's run refreshes and rebuilds
+        # that day's buckets from the source's rows — a backfill.
+        partitions_def=daily_partitions(source),
         description=spec.description
         or f"derived pool {spec.name}: partial aggregations of {spec.source} (docs/derived.md)",
         metadata={"lake/pool": spec.name, "lake/source": spec.source, "lake/sql": spec.sql},
@@ -51,6 +69,9 @@ def build_derived_asset(spec: DerivedPoolSpec, config: PoolsConfig) -> dg.Assets
         except PoolNotFoundError:
             pool, result = create_derived(lk, spec.name, spec.source, spec.sql)
         else:
+            rebuild = (
+                _rebuild(lk, spec, context.partition_key) if context.has_partition_key else None
+            )
             link = pool.config.derived
             if link is None:
                 raise UsageError(f"pool {spec.name} exists and is not a derived pool")
@@ -59,7 +80,9 @@ def build_derived_asset(spec: DerivedPoolSpec, config: PoolsConfig) -> dg.Assets
                     f"derived pool {spec.name} keeps another query than pools.yaml says: drop it "
                     f"(lake derive drop {spec.name}) to define it anew"
                 )
-            result = refresh(lk, pool, lock_timeout=spec.lock_timeout.total_seconds())
+            result = refresh(
+                lk, pool, lock_timeout=spec.lock_timeout.total_seconds(), rebuild=rebuild
+            )
         context.log.info(
             f"{spec.name}: {result.mode}, reflects {spec.source} at {result.source_commit}"
         )
@@ -106,7 +129,9 @@ def histogram_markdown(lake: Any, name: str) -> str | None:
     return "\n".join(lines)
 
 
-def build_refresh_sensor(spec: DerivedPoolSpec, job: Any) -> dg.SensorDefinition:
+def build_refresh_sensor(
+    spec: DerivedPoolSpec, job: Any, partitions: dg.DailyPartitionsDefinition | None = None
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=refresh_sensor_name(spec),
         description=f"refresh derived pool {spec.name} when {spec.source}'s main branch moves",
@@ -135,7 +160,7 @@ def build_refresh_sensor(spec: DerivedPoolSpec, job: Any) -> dg.SensorDefinition
             at = None
         if at == tip:
             return dg.SensorResult(skip_reason=f"{spec.name} reflects {tip}", cursor=tip)
-        return request_unless_running(
+        result = request_unless_running(
             context,
             refresh_job_name(spec),
             "refresh",
@@ -143,6 +168,21 @@ def build_refresh_sensor(spec: DerivedPoolSpec, job: Any) -> dg.SensorDefinition
             {"lake/pool": spec.name, "lake/source_commit": tip},
             tip,
         )
+        if partitions is not None:
+            # A partitioned asset's run names a partition: the last one (its rebuild is one
+            # day's buckets; the refresh is the whole pool's either way).
+            last = partitions.get_last_partition_key()
+            if last is None:
+                return dg.SensorResult(skip_reason="no partition yet")
+            result = dg.SensorResult(
+                run_requests=[
+                    dg.RunRequest(run_key=r.run_key, tags=r.tags, partition_key=last)
+                    for r in result.run_requests or []
+                ],
+                cursor=result.cursor,
+                skip_reason=result.skip_reason,
+            )
+        return result
 
     return refresh_sensor
 
@@ -161,7 +201,7 @@ def build_derived(config: PoolsConfig) -> tuple[list[Any], list[Any], list[Any]]
             tags={"lake/pool": spec.name},
         )
         jobs.append(job)
-        sensors.append(build_refresh_sensor(spec, job))
+        sensors.append(build_refresh_sensor(spec, job, daily_partitions(config.pool(spec.source))))
     return assets, jobs, sensors
 
 

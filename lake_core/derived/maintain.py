@@ -159,14 +159,22 @@ def _check_columns(spec: DerivedSpec, source: Pool) -> None:
         )
 
 
-def refresh(lake: Lake, pool: Pool, *, lock_timeout: float | None = 600.0) -> RefreshResult:
-    """Make the derived pool reflect its source's main tip (see the module docstring)."""
+def refresh(
+    lake: Lake,
+    pool: Pool,
+    *,
+    lock_timeout: float | None = 600.0,
+    rebuild: tuple[Any, Any] | None = None,
+) -> RefreshResult:
+    """Make the derived pool reflect its source's main tip (see the module docstring).
+    ``rebuild``: bucket-column values ``(first, last)``: the buckets holding them and those
+    between are recomputed from the source as well (a Dagster partition's backfill)."""
     spec = spec_of(pool)
     source = source_of(lake, pool)
     with pool.maintenance_lock(lock_timeout) as lock:
         target = source.tip(MAIN)
         was = reflected(pool)
-        if was == target and pool.tip(MAIN) is not None:
+        if was == target and pool.tip(MAIN) is not None and rebuild is None:
             return RefreshResult(None, target, "current")
         new = source.snapshot(target) if target is not None else Snapshot()
         old = _snapshot_or_none(source, was)
@@ -182,7 +190,17 @@ def refresh(lake: Lake, pool: Pool, *, lock_timeout: float | None = 600.0) -> Re
         else:
             added = [o for i, o in new.objects.items() if i not in old.objects]
             removed = [o for i, o in old.objects.items() if i not in new.objects]
-            if not removed:
+            if rebuild is not None:
+                mode = "recomputed"
+                span = _union(
+                    _stats_span(spec, [*removed, *added], new.schema)
+                    if added or removed
+                    else EMPTY,
+                    _value_span(spec, rebuild),
+                )
+                where = None if span is None else _range_where(spec.bucket_column, span, spec)
+                rows, read = _aggregate(spec, _scan(source, target, where))
+            elif not removed:
                 mode = "incremental"
                 partial, read = _aggregate(spec, _read(source, new, {o.id: o for o in added}))
                 span = _bucket_span(partial, spec) or EMPTY
@@ -317,6 +335,27 @@ def _stats_span(
         t=pa.table({"a": [lo], "b": [hi]}),
     ).to_pylist()[0]
     return first["a"], first["b"]
+
+
+def _value_span(spec: DerivedSpec, values: tuple[Any, Any]) -> Span:
+    """The buckets holding bucket-column values ``values[0]`` and ``values[1]``."""
+    row = _duckdb(
+        f"SELECT date_trunc('{spec.bucket_unit}', a) AS a, date_trunc('{spec.bucket_unit}', b) "
+        "AS b FROM t",
+        t=pa.table({"a": [values[0]], "b": [values[1]]}),
+    ).to_pylist()[0]
+    return row["a"], row["b"]
+
+
+def _union(a: Span | None, b: Span | None) -> Span | None:
+    """The buckets from the first of both spans to the last (None: every bucket)."""
+    if a is None or b is None:
+        return None
+    if a == EMPTY:
+        return b
+    if b == EMPTY:
+        return a
+    return min(a[0], b[0]), max(a[1], b[1])
 
 
 def _literal(value: Any) -> str:
