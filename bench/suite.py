@@ -68,6 +68,7 @@ MODULES = [
     Module("upsert", "upsert_bench.py", (), ("--quick",)),
     Module("index", "index_bench.py", (), ("--quick",)),
     Module("otree", "otree_bench.py", (), ("--quick",)),
+    Module("derived", "derived_bench.py", (), ("--quick",)),
     Module("spark", "spark_bench.py", (), ("--sf", "0.01", "--repeat", "1")),
     Module("export", "export_bench.py", (), ("--sf", "0.01", "--repeat", "1")),
     Module("startup", "cli_startup_bench.py", (), ("--runs", "3")),

@@ -37,6 +37,7 @@ import math
 import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -229,10 +230,7 @@ def _batches_table(batches: Iterable[pa.RecordBatch]) -> pa.Table | None:
 
 def survey_frame(job: Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
+        part = partition_number()
         try:
             raw = _batches_table(batches)
             if raw is None:
@@ -386,33 +384,48 @@ def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
                 )
 
 
-def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
+Split = Callable[[pa.Table, int], Iterable[Piece]]  # a chunk's rows (and its number) -> pieces
+
+
+def chunk_pieces(buckets: int, split: Split) -> Callable[[Chunk], Iterator[Piece]]:
+    """A task reading one chunk and sending its rows to their buckets (``split``); a chunk
+    that fails now (a damaged row group the survey skipped) sends its error to every one of
+    the ``buckets``, so that none writes."""
+
     def run(chunk: Chunk) -> Iterator[Piece]:
         try:
-            pieces = list(_bucketize(job, read_chunk(chunk), chunk.index))
-        except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
-            yield from failed_pieces(len(job.partitions), chunk.index, exc)
+            pieces = list(split(read_chunk(chunk), chunk.index))
+        except Exception as exc:  # noqa: BLE001 - reported to every bucket, then the driver
+            yield from failed_pieces(buckets, chunk.index, exc)
             return
         yield from pieces
 
     return run
 
 
-def bucketize_frame(
-    job: Job,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
+def partition_number() -> int:
+    """The DataFrame partition this task reads (its chunk number)."""
+    from pyspark import TaskContext
 
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def frame_pieces(
+    buckets: int, split: Split
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """As :func:`chunk_pieces`, for one partition of a DataFrame (``mapInArrow``): the pieces
+    as rows of :data:`BUCKET_SCHEMA`."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        part = partition_number()
         try:
             raw = _batches_table(batches)
             if raw is None or raw.num_rows == 0:
                 return
-            pieces = list(_bucketize(job, normalize_table(raw, DATAFRAME_NAME), part))
+            pieces = list(split(normalize_table(raw, DATAFRAME_NAME), part))
         except Exception as exc:  # noqa: BLE001 - e.g. a DataFrame that changed since the survey
-            pieces = list(failed_pieces(len(job.partitions), part, exc))
+            pieces = list(failed_pieces(buckets, part, exc))
         for bucket, (seq, payload) in pieces:
             yield pa.RecordBatch.from_pydict(
                 {"bucket": [bucket], "seq": [seq], "payload": [payload]},
@@ -420,6 +433,14 @@ def bucketize_frame(
             )
 
     return run
+
+
+def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
+    return chunk_pieces(len(job.partitions), partial(_bucketize, job))
+
+
+def bucketize_frame(job: Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    return frame_pieces(len(job.partitions), partial(_bucketize, job))
 
 
 _BUCKET_TYPES: dict[str, pa.DataType] = {

@@ -66,7 +66,6 @@ from lake_core.otree.write import (
 from lake_core.pool import Pool
 from lake_core.writer import dictionary_limit
 from lake_spark.ingest import (
-    BUCKET_SCHEMA,
     DATAFRAME_NAME,
     PIECES_PER_CHUNK,
     Job,
@@ -74,9 +73,11 @@ from lake_spark.ingest import (
     Survey,
     Written,
     by_bucket,
-    failed_pieces,
+    chunk_pieces,
+    frame_pieces,
     gather_pieces,
     ipc_slices,
+    partition_number,
     to_ipc,
 )
 from lake_spark.sources import Chunk, read_chunk
@@ -357,10 +358,7 @@ def place_frame(
     job: Job, salt: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
+        part = partition_number()
         try:
             collected = list(batches)
             raw = pa.Table.from_batches(collected) if collected else None
@@ -426,39 +424,13 @@ def _route(job: Job, plan: TreePlan, table: pa.Table, chunk: int) -> Iterator[Pi
 
 
 def route_chunk(job: Job, plan: TreePlan) -> Callable[[Chunk], Iterator[Piece]]:
-    def run(chunk: Chunk) -> Iterator[Piece]:
-        try:
-            pieces = list(_route(job, plan, read_chunk(chunk), chunk.index))
-        except Exception as exc:  # noqa: BLE001 - e.g. a damaged row group the survey skipped
-            yield from failed_pieces(len(plan.objects), chunk.index, exc)
-            return
-        yield from pieces
-
-    return run
+    return chunk_pieces(len(plan.objects), partial(_route, job, plan))
 
 
 def route_frame(
     job: Job, plan: TreePlan
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        try:
-            collected = list(batches)
-            raw = pa.Table.from_batches(collected) if collected else None
-            if raw is None or raw.num_rows == 0:
-                return
-            pieces = list(_route(job, plan, normalize_table(raw, DATAFRAME_NAME), part))
-        except Exception as exc:  # noqa: BLE001 - e.g. a DataFrame that changed since the survey
-            pieces = list(failed_pieces(len(plan.objects), part, exc))
-        for bucket, (seq, payload) in pieces:
-            yield pa.RecordBatch.from_pydict(
-                {"bucket": [bucket], "seq": [seq], "payload": [payload]}, schema=BUCKET_SCHEMA
-            )
-
-    return run
+    return frame_pieces(len(plan.objects), partial(_route, job, plan))
 
 
 def _encode(

@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lake_core import Lake, LakeConfig
@@ -28,6 +28,7 @@ from lake_core.derived.maintain import create_derived, reflected, refresh
 from lake_core.derived.spec import parse_definition
 from lake_core.errors import EmptyTransactionError, UsageError
 from lake_core.sql import run_sql
+from tests.modelsettings import model_settings
 
 DEFINITION = (
     "SELECT date_trunc('hour', ts) AS hour, carrier, count(*) AS n, sum(delay) AS delay_sum, "
@@ -219,15 +220,6 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]]) -> None:
 
 
 EXAMPLES = int(os.environ.get("LAKE_MODEL_EXAMPLES", "120")) // 12
-
-
-def model_settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=os.environ.get("LAKE_MODEL_RANDOM") != "1",
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
 
 
 OPS = st.lists(op_st, min_size=2, max_size=8)

@@ -27,7 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lake_core import Lake, LakeConfig
@@ -43,6 +43,7 @@ from lake_core.loading import load
 from lake_core.maintenance.compact import compact
 from lake_core.maintenance.partitions import drop_partition
 from lake_core.pool import Pool
+from tests.modelsettings import model_settings
 from tests.upsert_model import upsert_rows
 
 Row = tuple[int | None, str, str]  # (id, part, v)
@@ -299,15 +300,6 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]], unique: bool = False) ->
 
 EXAMPLES = int(os.environ.get("LAKE_MODEL_EXAMPLES", "120"))
 OPS = st.lists(op_st, min_size=3, max_size=14)
-
-
-def model_settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=os.environ.get("LAKE_MODEL_RANDOM") != "1",
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
 
 
 @model_settings(EXAMPLES)

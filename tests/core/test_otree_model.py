@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from lake_core import Lake, LakeConfig
@@ -28,6 +28,7 @@ from lake_core.expr import parse_predicate, to_arrow_expression
 from lake_core.otree.settings import parse_layout
 from lake_core.otree.weights import WEIGHT_COLUMN, sample_range, weights_for
 from lake_core.pool import Pool
+from tests.modelsettings import model_settings
 from tests.otreecheck import check_otree_invariants
 
 INDEX = ("x", "y")
@@ -168,15 +169,6 @@ def run_history(lake: Lake, ops: list[tuple[Any, ...]]) -> None:
     for branch in ("main", "dev"):
         _check(pool, model, branch)
         check_otree_invariants(pool, branch)
-
-
-def model_settings(examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        derandomize=os.environ.get("LAKE_MODEL_RANDOM") != "1",
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
 
 
 OPS = st.lists(op_st, min_size=3, max_size=10)
