@@ -144,7 +144,7 @@ def build_refresh_sensor(
         ),
     )
     def refresh_sensor(context: dg.SensorEvaluationContext, lake: LakeResource) -> dg.SensorResult:
-        from lake_core.derived.maintain import reflected
+        from lake_core.derived.lineage import reflected
 
         lk = lake.open()
         try:

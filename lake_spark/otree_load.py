@@ -65,7 +65,8 @@ from lake_core.otree.write import (
 )
 from lake_core.pool import Pool
 from lake_core.writer import dictionary_limit
-from lake_spark.ingest import (
+from lake_spark.sources import Chunk, read_chunk
+from lake_spark.stages import (
     DATAFRAME_NAME,
     PIECES_PER_CHUNK,
     Job,
@@ -80,7 +81,6 @@ from lake_spark.ingest import (
     partition_number,
     to_ipc,
 )
-from lake_spark.sources import Chunk, read_chunk
 from lake_spark.tasks import TaskError, task_store
 
 if TYPE_CHECKING:

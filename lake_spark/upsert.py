@@ -78,19 +78,15 @@ from lake_core.upsert import (
 )
 from lake_core.writer import WriteOptions
 from lake_spark.ingest import (
-    DATAFRAME_NAME,
-    Job,
-    Survey,
     bucketize_chunk,
     bucketize_frame,
-    by_bucket,
-    gather_pieces,
     survey_chunk,
     survey_frame,
     unify_surveys,
 )
 from lake_spark.ranges import WEIGHT
 from lake_spark.sources import DEFAULT_CHUNK_BYTES, Chunk, expand_sources, plan_chunks
+from lake_spark.stages import DATAFRAME_NAME, Job, Survey, by_bucket, gather_pieces
 from lake_spark.tasks import TaskError, task_store
 from lake_spark.upsert_plan import plan_buckets
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lake_core.derived.maintain import commit_reflecting
+from lake_core.derived.lineage import commit_reflecting
 from lake_core.derived.spec import (
     DerivedSpec,
     aggregate_of,

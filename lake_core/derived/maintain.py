@@ -6,8 +6,7 @@ catalog with its source pool's id and its definition (:class:`DerivedLink`). It 
 source's ``main`` branch.
 
 Every commit that changes it (:func:`refresh`) carries, in its ``meta``, the source commit it
-reflects (``{"lake.derived": {"source": POOL_ID, "commit": COMMIT_ID}}``), so "how current is
-it" is a lookup (:func:`reflected`); each also records the application transaction
+reflects (:mod:`lake_core.derived.lineage`), so "how current is it" is a lookup; each also records the application transaction
 ``lake.derived`` with the next version, so a refresh with no row to change still commits (and
 two refreshes planned on the same state cannot both land).
 
@@ -38,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lake_core.derived.lineage import META_KEY, TXN_APP, reflected
 from lake_core.derived.spec import DerivedLink, DerivedSpec, parse_definition, quote, scratch
 from lake_core.errors import CorruptObjectError, NotFoundError, ObjectNotFoundError, UsageError
 from lake_core.keyset import KeySet
@@ -48,10 +48,6 @@ from lake_core.txn import Txn
 
 if TYPE_CHECKING:
     from lake_core.lake import Lake
-
-#: The commit meta key and the application id of a derived pool's commits.
-META_KEY = "lake.derived"
-TXN_APP = "lake.derived"
 
 
 @dataclass(frozen=True)
@@ -91,29 +87,6 @@ def source_of(lake: Lake, pool: Pool) -> Pool:
         if config.id == link.source_id:
             return lake.pool(str(config.name))
     raise NotFoundError("source pool of derived pool", f"{pool.name} (id {link.source_id})")
-
-
-def reflected(pool: Pool, ref: str | None = None) -> str | None:
-    """The source commit the derived pool reflects at ``ref`` (default main); None before
-    its first refresh."""
-    tip = pool.resolve(ref)
-    if tip is None:
-        return None
-    meta = pool.read_commit(tip).meta
-    if isinstance(meta, dict) and isinstance(meta.get(META_KEY), dict):
-        commit = meta[META_KEY].get("commit")
-        return None if commit is None else str(commit)
-    return None
-
-
-def commit_reflecting(pool: Pool, source_commit: str) -> str | None:
-    """The derived pool's latest main commit that reflects exactly ``source_commit``."""
-    for commit in pool.log(MAIN):
-        meta = commit.meta
-        link = meta.get(META_KEY) if isinstance(meta, dict) else None
-        if isinstance(link, dict) and link.get("commit") == source_commit:
-            return commit.id
-    return None
 
 
 def create_derived(lake: Lake, name: str, source: str, sql: str) -> tuple[Pool, RefreshResult]:
@@ -487,14 +460,11 @@ def list_derived(lake: Lake) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "META_KEY",
     "DerivedLink",
     "RefreshResult",
-    "commit_reflecting",
     "create_derived",
     "drop_derived",
     "list_derived",
-    "reflected",
     "refresh",
     "source_of",
     "spec_of",

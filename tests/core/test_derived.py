@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from lake_core import Lake, LakeConfig
 from lake_core.derived.answer import answer
-from lake_core.derived.maintain import create_derived, reflected, refresh
+from lake_core.derived.lineage import reflected
+from lake_core.derived.maintain import create_derived, refresh
 from lake_core.derived.spec import parse_definition
 from lake_core.errors import EmptyTransactionError, UsageError
 from lake_core.sql import run_sql

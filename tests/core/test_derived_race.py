@@ -17,7 +17,8 @@ import pyarrow as pa
 import pytest
 
 from lake_core import Lake, LakeConfig
-from lake_core.derived.maintain import create_derived, reflected, refresh
+from lake_core.derived.lineage import reflected
+from lake_core.derived.maintain import create_derived, refresh
 from lake_core.errors import CommitStateUnknownError, LakeError
 from tests import processes
 from tests.faultproxy import FaultProxy, Rule, proxied

@@ -15,7 +15,7 @@ import dagster as dg
 import pytest
 
 from lake_core import Lake, LakeConfig
-from lake_core.derived.maintain import reflected
+from lake_core.derived.lineage import reflected
 from lake_orchestration.config import parse_pools_config
 from lake_orchestration.definitions import build_definitions
 from lake_orchestration.resources import LakeResource
