@@ -145,7 +145,9 @@ def test_join_across_pools_and_snapshots(
     code, out, err = run(capsys, *lake_args, "query", sql, "-f", "json", "--stats")
     assert code == 0
     assert [json.loads(x)["name"] for x in out.splitlines()] == [f"N{i}" for i in range(7)]
-    assert set(json.loads(err)) == {"events", "names"}
+    stats = json.loads(err)
+    assert set(stats) == {"events", "names", "answered_from"}  # per table, then the pools read
+    assert stats["answered_from"] == ["events", "names"]
     code, out, _ = run(capsys, *lake_args, "log", "-p", "events", "-f", "json")
     commits = [json.loads(x)["id"] for x in out.splitlines()]
     older = commits[2]  # after "day 5": days 0..5
