@@ -154,13 +154,15 @@ def _rewrite(sql: str, tree: dict[str, Any], spec: DerivedSpec, target: str, sou
         raise _NoMatch("it has DISTINCT")
     if len(node.get("group_sets") or []) > 1:
         raise _NoMatch("it has grouping sets")
-    names = _output_names(sql, node, source)
+    names, types = _outputs(sql, node, source)
     aliases = {str(i.get("alias")) for i in node["select_list"] if i.get("alias")}
     rewrite = _Rewriter(spec, aliases)
     grouped = node.get("aggregate_handling") == "FORCE_AGGREGATES" or node.get("group_expressions")
     items = []
-    for item, name in zip(node["select_list"], names, strict=True):
-        new = rewrite.expression(item)
+    for item, name, kind in zip(node["select_list"], names, types, strict=True):
+        # The raw query's type too (a date's day bucket is a TIMESTAMP there; the derived pool
+        # stores it as the lake stores timestamps, in UTC).
+        new = _cast(rewrite.expression(item), kind)
         new["alias"] = name
         items.append(new)
     if not grouped and not rewrite.aggregates:
@@ -197,9 +199,9 @@ def _walk(node: Any) -> Iterator[dict[str, Any]]:
             yield from _walk(value)
 
 
-def _output_names(sql: str, node: dict[str, Any], source: Pool) -> list[str]:
-    """The raw query's output column names (DuckDB's names for unaliased expressions), by
-    binding it against an empty table of the source's schema."""
+def _outputs(sql: str, node: dict[str, Any], source: Pool) -> tuple[list[str], list[str]]:
+    """The raw query's output column names (DuckDB's names for unaliased expressions) and
+    types, by binding it against an empty table of the source's schema."""
     import duckdb
 
     schema = source.schema()
@@ -209,14 +211,32 @@ def _output_names(sql: str, node: dict[str, Any], source: Pool) -> list[str]:
     con = scratch().cursor()  # a registration of its own
     try:
         con.register(name, schema.empty_table())
-        columns = con.sql(sql).columns
+        relation = con.sql(sql)
+        columns, types = relation.columns, [str(t) for t in relation.types]
     except duckdb.Error as e:
         raise _NoMatch(f"it does not bind: {e}") from None
     finally:
         con.close()
     if len(columns) != len(node["select_list"]):
         raise _NoMatch("its outputs cannot be told apart")
-    return list(columns)
+    return list(columns), types
+
+
+def _cast(node: dict[str, Any], kind: str) -> dict[str, Any]:
+    """``CAST(node AS kind)``."""
+    template = _parse_expression(f"CAST(__lake_cast AS {kind})")
+
+    def put(value: Any) -> Any:
+        if isinstance(value, dict):
+            if value.get("class") == "COLUMN_REF" and value.get("column_names") == ["__lake_cast"]:
+                return node
+            return {k: put(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [put(v) for v in value]
+        return value
+
+    out: dict[str, Any] = put(template)
+    return out
 
 
 def _parse_expression(text: str) -> dict[str, Any]:

@@ -152,6 +152,7 @@ def _check_queries(lake: Lake, extra: int = 0) -> None:
         want = sorted(raw.relation.fetchall(), key=repr)
         assert _same(got, want), sql
         assert run.relation.columns == raw.relation.columns, sql
+        assert run.relation.types == raw.relation.types, sql  # the raw query's types too
 
 
 op_st = st.one_of(
