@@ -170,7 +170,9 @@ def candidates(
     pending = depths < 0
     prefixes = codes[pending] >> (dims * (depth_limit(dims) - depth))  # ascending
     w = weights[pending]
-    starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]]) if len(w) else _empty()
+    if not len(w):  # every row of this task has its cube already
+        return Candidates(_empty(), _empty(), np.zeros(0, dtype=np.int32))
+    starts = np.flatnonzero(np.r_[True, prefixes[1:] != prefixes[:-1]])
     ends = np.r_[starts[1:], len(w)].astype(np.int64)
     counts = ends - starts
     # A cube with at most ``size`` rows here reports them all; a larger one its ``size``
