@@ -164,7 +164,9 @@ def plan_commit(
         current = schema if schema is not None else parent.schema
         if current is not None:
             gone = set(deletes)
-            carried = {c for o in parent.objects.values() if o.id not in gone for c in o.columns}
+            carried = {
+                c for o in parent.objects.values() if o.id not in gone for c in o.columns
+            }
             carried.update(c for o in adds for c in o.columns)
             pruned = pa.schema([f for f in current if f.name in carried])
             if len(pruned) < len(current) and len(pruned) > 0:
@@ -247,7 +249,8 @@ def check_unread(parent: Snapshot, keys: KeySet, read_ids: frozenset[str]) -> No
     for obj in parent.objects.values():
         if obj.id not in read_ids and keys.meets(obj):
             raise CommitConflictError(
-                f"object {obj.id}, committed after this change was planned, holds keys it writes"
+                f"object {obj.id}, committed after this change was planned, holds keys it "
+                "writes"
             )
 
 

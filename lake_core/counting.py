@@ -75,7 +75,9 @@ def count_rows(
             indexes=snap.indexes,  # the second scan prunes row groups by them too
         )
         column = key.fields[0] if key.fields[0] in schema.names else schema.names[0]
-        rows += sum(b.num_rows for b in Scan(store, pool_id, key, part, where, [column]).batches())
+        rows += sum(
+            b.num_rows for b in Scan(store, pool_id, key, part, where, [column]).batches()
+        )
     return CountResult(rows, len(objects), settled, len(to_read))
 
 

@@ -261,9 +261,7 @@ class MissingKeyError(LakeError):
         self.pool, self.key, self.source = pool, key, source
 
     def __str__(self) -> str:
-        return (
-            f"{_missing_key(self.pool, self.key, self.source)} (schema mode strict); nothing loaded"
-        )
+        return f"{_missing_key(self.pool, self.key, self.source)} (schema mode strict); nothing loaded"
 
 
 class LakeWarning(UserWarning):
@@ -274,7 +272,9 @@ class MissingKeyWarning(LakeWarning):
     """No row of a load has the pool key: every row gets a null key (sorted last)."""
 
     def __init__(self, pool: str, key: tuple[str, ...], source: str = "") -> None:
-        super().__init__(f"{_missing_key(pool, key, source)}: its rows are stored with a null key")
+        super().__init__(
+            f"{_missing_key(pool, key, source)}: its rows are stored with a null key"
+        )
 
 
 class SchemaConflictError(LakeError):

@@ -74,7 +74,9 @@ class KeySet:
             return cls()
         width = len(columns)
         chunked = [pa.chunked_array([c]) if isinstance(c, pa.Array) else c for c in columns]
-        nulls = np.column_stack([pc.is_null(c).to_numpy(zero_copy_only=False) for c in chunked])
+        nulls = np.column_stack(
+            [pc.is_null(c).to_numpy(zero_copy_only=False) for c in chunked]
+        )
         holed: Any = nulls.any(axis=1)
         whole = cls.of_columns([c.filter(pa.array(~holed)) for c in chunked])
         if not holed.any():
@@ -148,7 +150,9 @@ class KeySet:
         return len(self.keys)
 
     def __bool__(self) -> bool:
-        return bool(self.keys or self.opaque or self.everything or self.prefixes or self.null_first)
+        return bool(
+            self.keys or self.opaque or self.everything or self.prefixes or self.null_first
+        )
 
     def spans(self, lo: Sequence[Any] | None, hi: Sequence[Any] | None) -> bool:
         """Whether the closed span ``[lo, hi]`` (ascending terms) contains one of the keys."""

@@ -177,8 +177,8 @@ class Pool:
         latest this handle knows when it covers the batch, else the one the catalog has after
         :func:`~lake_core.otree.write.revision_change` (a racing writer's, or a new one this
         commits); the handle's settings are updated to the catalog's. ``table``: the batch,
-        or its :class:`~lake_core.otree.revisions.Extent` (a batch spread over tasks). Raises UsageError for a
-        pool without the OTree layout or opened without its lake."""
+        or its :class:`~lake_core.otree.revisions.Extent` (a batch spread over tasks). Raises
+        UsageError for a pool without the OTree layout or opened without its lake."""
         from lake_core.otree.revisions import next_revision
         from lake_core.otree.write import revision_change
 

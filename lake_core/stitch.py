@@ -338,13 +338,10 @@ def copy_row_groups(
             meta = _get(chunk, _CC_META)
             if meta is None:
                 raise StitchError("a column chunk has no metadata in the footer")
-            if (
-                any(
-                    _get(chunk, f) is not None
-                    for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
-                )
-                or _get(meta, _CM_BLOOM_FILTER) is not None
-            ):
+            if any(
+                _get(chunk, f) is not None
+                for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
+            ) or _get(meta, _CM_BLOOM_FILTER) is not None:
                 raise StitchError("row groups with page indexes or bloom filters")
             at = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
             begin, end = min(begin, at), max(end, at + _get(meta, 7))  # 7: compressed size

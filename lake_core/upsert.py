@@ -251,7 +251,9 @@ def plan_targets(
     :class:`~lake_core.keyset.KeySet`, or a table whose key columns are read), in snapshot
     order: the only objects an upsert of those keys reads. Pure."""
     keys = (
-        incoming_keys if isinstance(incoming_keys, KeySet) else incoming_keys_of(incoming_keys, key)
+        incoming_keys
+        if isinstance(incoming_keys, KeySet)
+        else incoming_keys_of(incoming_keys, key)
     )
     if not keys:
         return []

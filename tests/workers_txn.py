@@ -19,9 +19,7 @@ from lake_core.txn import Txn
 from tests.workers import rows_for
 
 
-def load_txn(
-    uri: str, pool: str, worker: int, app: str, version: int, start: Any, out: Any
-) -> None:
+def load_txn(uri: str, pool: str, worker: int, app: str, version: int, start: Any, out: Any) -> None:
     """Load rows unique to (worker, version) as ``Txn(app, version)``; report
     ("committed", worker, commit id) or ("skipped", worker, recorded version)."""
     p = Lake.open(LakeConfig(uri=uri, user=f"worker-{worker}")).pool(pool)
@@ -42,9 +40,7 @@ def ingest_zone(
     zone = LandingZone(landing, open_store(landing), ["ndjson"])
 
     def loader(files: Sequence[str], txns: Sequence[Txn]) -> Commit:
-        return load(
-            p, [zone.source(f) for f in files], txn=txns, meta={"landing": zone.meta(files)}
-        )
+        return load(p, [zone.source(f) for f in files], txn=txns, meta={"landing": zone.meta(files)})
 
     start.wait()
     done = ingest_once(p, zone, paths, loader)

@@ -113,9 +113,7 @@ def apply_rule(
     todo = []
     for obj in targets:
         held = snap.indexes.get((obj.id, rule.name))
-        if (held is not None and held.rule_id == rule.id) or not wants_index(
-            obj, rule, snap.schema
-        ):
+        if (held is not None and held.rule_id == rule.id) or not wants_index(obj, rule, snap.schema):
             continue
         todo.append(obj)
     skipped = len(targets) - len(todo)
@@ -125,7 +123,9 @@ def apply_rule(
     else:
         for start in range(0, len(todo), BATCH):
             chunk = todo[start : start + BATCH]
-            metas.extend(build_indexes(pool.store, pool.id, pool.name, chunk, [rule], pool.clock))
+            metas.extend(
+                build_indexes(pool.store, pool.id, pool.name, chunk, [rule], pool.clock)
+            )
             if progress is not None:
                 progress(start + len(chunk), len(todo))
     if not metas:

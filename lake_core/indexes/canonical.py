@@ -67,7 +67,9 @@ def indexable(t: pa.DataType) -> bool:
 def check_indexable(field: pa.Field[Any]) -> None:
     """UsageError unless ``field``'s type is one indexes cover."""
     if not indexable(field.type):
-        raise UsageError(f"field {field.name!r} is of type {field.type}: indexes cover {INDEXABLE}")
+        raise UsageError(
+            f"field {field.name!r} is of type {field.type}: indexes cover {INDEXABLE}"
+        )
 
 
 def canonical(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:

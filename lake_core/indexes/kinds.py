@@ -88,7 +88,9 @@ class IndexInfo:
     fingerprint: str | None = None
 
 
-def _write(table: pa.Table, header: dict[str, Any], row_group_size: int, stats: list[str]) -> bytes:
+def _write(
+    table: pa.Table, header: dict[str, Any], row_group_size: int, stats: list[str]
+) -> bytes:
     table = table.replace_schema_metadata({_META: json.dumps(header).encode()})
     options: dict[str, Any] = {
         # Dictionaries only where values repeat (row group numbers): an exact index's values
@@ -121,10 +123,7 @@ def _distinct(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
 
 
 def build_index(
-    kind: str,
-    row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]],
-    *,
-    fpp: float = DEFAULT_FPP,
+    kind: str, row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]], *, fpp: float = DEFAULT_FPP
 ) -> bytes:
     """The index object of a data object whose indexed column holds ``row_groups[i]`` in its
     row group ``i`` (see the module docstring). Raises UsageError for an unknown kind or a

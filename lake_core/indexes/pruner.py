@@ -135,7 +135,9 @@ class IndexPruner(Pruner):
                 # Little read-ahead: a lookup reads a footer and a bucket or two of an index,
                 # small ranges a 256 KiB buffer would multiply on S3.
                 source, fetched = open_counted(self.store, key, meta.size, INDEX_READ_AHEAD)
-                groups = index_row_groups(meta.kind, source, self.values[meta.field], read=needed)
+                groups = index_row_groups(
+                    meta.kind, source, self.values[meta.field], read=needed
+                )
             except (LakeError, OSError, pa.ArrowException) as e:
                 log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
                 continue

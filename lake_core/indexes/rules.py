@@ -83,9 +83,7 @@ class IndexRule:
         created = (
             datetime.fromtimestamp(d.created_at_millis / 1000, UTC) if d.created_at_millis else None
         )
-        return cls(
-            ref.namespace, ref.name, _key_safe_id(ref, d), d.fields[0], kind, fpp, pools, created
-        )
+        return cls(ref.namespace, ref.name, _key_safe_id(ref, d), d.fields[0], kind, fpp, pools, created)
 
 
 def _key_safe_id(ref: ObjectRef, d: objects_pb2.IndexRuleDef) -> str:
@@ -165,9 +163,7 @@ def create_rule(
             raise AlreadyExistsError("index rule", str(rule_name))
         for p in pools:
             if state.pool(rule_name.namespace, p) is None:
-                raise PoolNotFoundError(
-                    f"{rule_name.namespace}.{p}", f"named by index rule {rule_name}"
-                )
+                raise PoolNotFoundError(f"{rule_name.namespace}.{p}", f"named by index rule {rule_name}")
         rule = IndexRule(
             rule_name.namespace,
             rule_name.name,

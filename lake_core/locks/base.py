@@ -69,7 +69,6 @@ def validate_lock_id(what: str, value: str) -> str:
 #: overflow deadline arithmetic.
 MAX_LOCK_TIMEOUT = 7 * 86400.0
 
-
 class LockHandle(abc.ABC):
     """One held lock, valid inside its ``with`` block. Used by one thread."""
 

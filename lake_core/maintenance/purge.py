@@ -74,7 +74,9 @@ def purge(pool: Pool, commit_id: str, *, guard: Callable[[], None] | None = None
     # Their index objects hold their values too (an exact index holds every one): they go
     # with them. A read that meets an index entry whose file is gone reads unpruned.
     index_keys = [
-        info.key for o in added for info in pool.store.list(f"{pool.layout.index_dir}{o.id}-")
+        info.key
+        for o in added
+        for info in pool.store.list(f"{pool.layout.index_dir}{o.id}-")
     ]
     if index_keys:
         pool.store.delete_many(index_keys)

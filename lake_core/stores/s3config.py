@@ -136,6 +136,8 @@ class S3Config:
             aws_access_key_id=self.access_key_id,
             aws_secret_access_key=self.secret_access_key,
             aws_session_token=self.session_token,
-            config=Config(retries=retries(), max_pool_connections=max_pool_connections, s3=s3),
+            config=Config(
+                retries=retries(), max_pool_connections=max_pool_connections, s3=s3
+            ),
         )
         return client

@@ -36,20 +36,8 @@ def test_walkthrough(cli_lake: str, tmp_path: Path, capsys: pytest.CaptureFixtur
         '{"ts":"2026-01-05T10:00:00Z","msg":"a"}\n{"ts":"2026-01-05T11:00:00Z","msg":"b"}\n'
         '{"msg":"no key"}\n'
     )
-    code, out, _ = run(
-        capsys,
-        *L,
-        "load",
-        "-p",
-        "logs",
-        str(f),
-        "-m",
-        "first",
-        "--user",
-        "ann",
-        "--meta",
-        '{"batch": 1}',
-    )
+    code, out, _ = run(capsys, *L, "load", "-p", "logs", str(f), "-m", "first", "--user", "ann",
+                       "--meta", '{"batch": 1}')
     assert code == 0
     commit_id = out.strip().splitlines()[-1].split()[0]
     assert out.strip().endswith(" committed") and len(commit_id) == 27
@@ -70,18 +58,8 @@ def test_walkthrough(cli_lake: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert obj["min"] == "2026-01-05T10:00:00.000000Z" and obj["count"] == 3
     code, out, _ = run(capsys, *L, "ls", "-f", "json")
     assert json.loads(out)["name"] == "logs"
-    code, out, err = run(
-        capsys,
-        *L,
-        "query",
-        "-p",
-        "logs",
-        "--where",
-        "ts > '2026-01-05T10:30:00Z'",
-        "--stats",
-        "-f",
-        "csv",
-    )
+    code, out, err = run(capsys, *L, "query", "-p", "logs", "--where",
+                         "ts > '2026-01-05T10:30:00Z'", "--stats", "-f", "csv")
     assert out == "ts,msg\n2026-01-05T11:00:00.000000Z,b\n"
     assert json.loads(err)["objects_total"] == 1
 

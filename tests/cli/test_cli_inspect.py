@@ -234,11 +234,7 @@ def test_help_keeps_examples_and_one_line_per_option(capsys: pytest.CaptureFixtu
         assert exit_.value.code == 0
         out, err = capsys.readouterr()
         assert err == ""
-        assert (
-            "-p POOL[@REF]" in out
-            and "--where SQL-EXPR" in out
-            and "-f {table,json,csv,parquet}" in out
-        )
+        assert "-p POOL[@REF]" in out and "--where SQL-EXPR" in out and "-f {table,json,csv,parquet}" in out
         examples = out[out.index("examples:\n") :]
         assert examples.splitlines()[1].startswith('  lake query "SELECT ')
         assert "  lake query -p logs\n" in examples

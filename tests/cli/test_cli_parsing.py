@@ -23,14 +23,8 @@ COMMANDS = (
 USAGE_ERRORS = [
     # nothing, or no such command
     ([], "the following arguments are required: COMMAND (see lake --help)"),
-    (
-        ["foo"],
-        f"argument COMMAND: invalid choice: 'foo' (choose from {COMMANDS}) (see lake --help)",
-    ),
-    (
-        ["-", "ls"],
-        f"argument COMMAND: invalid choice: '-' (choose from {COMMANDS}) (see lake --help)",
-    ),
+    (["foo"], f"argument COMMAND: invalid choice: 'foo' (choose from {COMMANDS}) (see lake --help)"),
+    (["-", "ls"], f"argument COMMAND: invalid choice: '-' (choose from {COMMANDS}) (see lake --help)"),
     (["catalog"], "the following arguments are required: COMMAND (see lake catalog --help)"),
     (
         ["catalog", "foo"],
@@ -40,27 +34,15 @@ USAGE_ERRORS = [
     # a value missing, or a word that looks like an option where a value belongs
     (["--lake"], "argument --lake: expected one argument (see lake --help)"),
     (["query", "-p", "p", "-f"], "argument -f: expected one argument (see lake query --help)"),
-    (
-        ["create", "--orderby", "-x"],
-        "argument --orderby: expected one argument (see lake create --help)",
-    ),
+    (["create", "--orderby", "-x"], "argument --orderby: expected one argument (see lake create --help)"),
     # bad values, reported where they are met
-    (
-        ["query", "-p", "p", "--limit", "abc"],
-        "argument --limit: invalid int value: 'abc' (see lake query --help)",
-    ),
-    (
-        ["query", "-p", "p", "--limit", "-2.5"],
-        "argument --limit: invalid int value: '-2.5' (see lake query --help)",
-    ),
+    (["query", "-p", "p", "--limit", "abc"], "argument --limit: invalid int value: 'abc' (see lake query --help)"),
+    (["query", "-p", "p", "--limit", "-2.5"], "argument --limit: invalid int value: '-2.5' (see lake query --help)"),
     (
         ["compact", "-p", "p", "--lock-timeout", "abc"],
         "argument --lock-timeout: invalid float value: 'abc' (see lake compact --help)",
     ),
-    (
-        ["catalog", "rollback", "abc"],
-        "argument N: invalid int value: 'abc' (see lake catalog rollback --help)",
-    ),
+    (["catalog", "rollback", "abc"], "argument N: invalid int value: 'abc' (see lake catalog rollback --help)"),
     (
         ["catalog", "log", "-n", "x"],
         "argument -n: must be a whole number, 0 or more, not 'x' (see lake catalog log --help)",
@@ -71,10 +53,7 @@ USAGE_ERRORS = [
         "argument -n: must be a whole number, 0 or more, not 'x' (see lake catalog log --help)",
     ),
     # flags take no value; clusters of short flags
-    (
-        ["drop", "--force=yes"],
-        "argument --force: ignored explicit argument 'yes' (see lake drop --help)",
-    ),
+    (["drop", "--force=yes"], "argument --force: ignored explicit argument 'yes' (see lake drop --help)"),
     (["load", "-qx"], "argument -q: ignored explicit argument 'x' (see lake load --help)"),
     (["load", "-q=1"], "argument -q: ignored explicit argument '1' (see lake load --help)"),
     # option prefixes
@@ -97,42 +76,25 @@ USAGE_ERRORS = [
     ),
     # every missing required argument at once, in declaration order
     (["merge"], "the following arguments are required: -p, SOURCE, --into (see lake merge --help)"),
-    (
-        ["merge", "-p", "p", "--nope", "x"],
-        "the following arguments are required: --into (see lake merge --help)",
-    ),
+    (["merge", "-p", "p", "--nope", "x"], "the following arguments are required: --into (see lake merge --help)"),
     (["--bogus", "objects"], "the following arguments are required: -p (see lake objects --help)"),
     # unknown words last: the first one, blaming the command it was given to
     (["-x", "ls"], "unrecognized option -x (see lake --help)"),
     (["catalog", "--zz", "log"], "unrecognized option --zz (see lake catalog log --help)"),
-    (
-        ["objects", "-p", "p", "extra", "--nope"],
-        "unexpected argument 'extra' (see lake objects --help)",
-    ),
+    (["objects", "-p", "p", "extra", "--nope"], "unexpected argument 'extra' (see lake objects --help)"),
     (["objects", "-p", "p", "-x y"], "unrecognized option -x y (see lake objects --help)"),
     (["objects", "-p", "p", "--", "x"], "unrecognized option -- (see lake objects --help)"),
     # lake query takes SQL as its positional: with -p as well it is a usage error
-    (
-        ["query", "-p", "p", "SELECT 1"],
-        "a SQL query names its pools itself: give SQL or -p POOL, not both (see lake query --help)",
-    ),
+    (["query", "-p", "p", "SELECT 1"], "a SQL query names its pools itself: give SQL or -p POOL, not both (see lake query --help)"),
     (["query"], "lake query needs a SQL query or -p POOL (see lake query --help)"),
     (["branch", "-p", "p", "a", "b"], "unexpected argument 'b' (see lake branch --help)"),
-    (
-        ["diff", "-p", "p", "--", "a", "--", "b", "c"],
-        "unexpected argument 'b' (see lake diff --help)",
-    ),
+    (["diff", "-p", "p", "--", "a", "--", "b", "c"], "unexpected argument 'b' (see lake diff --help)"),
     # positionals are matched in runs between options, as argparse did
-    (
-        ["load", "-p", "p", "a.ndjson", "-m", "x", "b.csv"],
-        "unexpected argument 'b.csv' (see lake load --help)",
-    ),
+    (["load", "-p", "p", "a.ndjson", "-m", "x", "b.csv"], "unexpected argument 'b.csv' (see lake load --help)"),
 ]
 
 
-@pytest.mark.parametrize(
-    ("argv", "line"), USAGE_ERRORS, ids=[" ".join(a) or "-" for a, _ in USAGE_ERRORS]
-)
+@pytest.mark.parametrize(("argv", "line"), USAGE_ERRORS, ids=[" ".join(a) or "-" for a, _ in USAGE_ERRORS])
 def test_usage_error_lines_are_argparse_s(
     argv: list[str], line: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -165,10 +165,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_readme_block_runs(
-    lake_uri: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import shlex
     import shutil

@@ -39,9 +39,7 @@ print("STATUS " + str(status), file=sys.stderr)
 """
 
 
-def run_lake(
-    args: list[str], cwd: Path, lake: Path | None = None, before: str = ""
-) -> tuple[int, set[str], str]:
+def run_lake(args: list[str], cwd: Path, lake: Path | None = None, before: str = "") -> tuple[int, set[str], str]:
     """Run ``lake ARGS`` in a new interpreter: its exit status, every module it had imported
     when the command finished, and its stdout. Runs in ``cwd`` so the working directory never
     shadows this checkout on sys.path."""

@@ -453,14 +453,7 @@ def test_cli_catalog_commands(lake_uri: str, capsys: pytest.CaptureFixture[str])
     assert main(_lake_cli(lake_uri, "ls")) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == [
-        "name",
-        "id",
-        "key",
-        "order",
-        "target_size",
-        "created",
-        "schema_mode",
-        "unique",
+        "name", "id", "key", "order", "target_size", "created", "schema_mode", "unique"
     ]
     assert [line.split()[0] for line in out[1:]] == ["logs", "ns1.logs"]
 

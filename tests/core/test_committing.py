@@ -32,43 +32,20 @@ def obj(oid: str, count: int, *columns: str) -> ObjectMeta:
     return ObjectMeta(oid, None, None, count, 100, cols)
 
 
-def plan(
-    request: CommitRequest,
-    parent: Snapshot,
-    parent_commit: Commit | None = None,
-    mode: str = "merge",
-    cid: str = "c-new",
-) -> Commit:
+def plan(request: CommitRequest, parent: Snapshot, parent_commit: Commit | None = None,
+         mode: str = "merge", cid: str = "c-new") -> Commit:
     return plan_commit(
-        request,
-        parent,
-        parent_commit,
-        commit_id=cid,
-        date=WHEN,
-        attempt=2,
-        schema_mode=mode,
-        pool_name="p",
+        request, parent, parent_commit, commit_id=cid, date=WHEN, attempt=2,
+        schema_mode=mode, pool_name="p",
     )
 
 
 def test_first_commit_on_an_empty_branch() -> None:
-    request = CommitRequest(
-        "main",
-        (obj("a", 3, "k", "v"),),
-        author="ann",
-        message="m",
-        incoming_schema=SCHEMA,
-        extra=MappingProxyType({"kind": "load"}),
-    )
+    request = CommitRequest("main", (obj("a", 3, "k", "v"),), author="ann", message="m",
+                            incoming_schema=SCHEMA, extra=MappingProxyType({"kind": "load"}))
     c = plan(request, Snapshot())
-    assert (c.id, c.parent, c.depth, c.author, c.date, c.retries) == (
-        "c-new",
-        None,
-        1,
-        "ann",
-        WHEN,
-        2,
-    )
+    assert (c.id, c.parent, c.depth, c.author, c.date, c.retries) == ("c-new", None, 1, "ann",
+                                                                      WHEN, 2)
     assert c.schema == SCHEMA and c.extra == {"kind": "load", "rows": {"added": 3, "removed": 0}}
     assert [type(a) for a in c.actions] == [Add]
     assert (c.snapshot_base, c.chain, c.has_snapshot) == (None, (), False)
@@ -114,10 +91,7 @@ def test_every_snapshot_interval_a_commit_caches_its_snapshot() -> None:
         # Opening any commit takes one cached snapshot plus at most INTERVAL-1 commits.
         assert len(c.chain) < SNAPSHOT_INTERVAL
         snap, parent = apply_commit(snap, c), c
-    assert [i for i, f in enumerate(flags) if f] == [
-        SNAPSHOT_INTERVAL - 1,
-        2 * SNAPSHOT_INTERVAL - 1,
-    ]
+    assert [i for i, f in enumerate(flags) if f] == [SNAPSHOT_INTERVAL - 1, 2 * SNAPSHOT_INTERVAL - 1]
 
 
 def test_an_empty_request_commits_nothing(lake: Lake) -> None:

@@ -52,9 +52,7 @@ CASES: list[tuple[pa.DataType, list[Any]]] = [
 
 @pytest.mark.parametrize("kind", [EXACT, BLOOM])
 @pytest.mark.parametrize(("data_type", "values"), CASES, ids=[str(c[0]) for c in CASES])
-def test_every_indexable_type_round_trips(
-    kind: str, data_type: pa.DataType, values: list[Any]
-) -> None:
+def test_every_indexable_type_round_trips(kind: str, data_type: pa.DataType, values: list[Any]) -> None:
     groups = [pa.array(values[:2], data_type), pa.array(values[2:], data_type)]
     data = build_index(kind, groups)
     info = describe(data)

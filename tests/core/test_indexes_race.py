@@ -57,12 +57,7 @@ def test_loads_apply_and_compaction_race(lake: Lake, lake_uri: str) -> None:
     table = read_all(pool)
     got = sorted(zip(table["ts"].to_pylist(), table["user"].to_pylist(), strict=True))
     want = sorted(
-        [
-            (w * 100_000 + i * 100 + j, f"w{w}-{i}-{j % 4}")
-            for w in range(LOADERS)
-            for i in range(LOADS)
-            for j in range(20)
-        ]
+        [(w * 100_000 + i * 100 + j, f"w{w}-{i}-{j % 4}") for w in range(LOADERS) for i in range(LOADS) for j in range(20)]
         + [(900_000 + i * 10 + j, f"early-{i}") for i in range(4) for j in range(5)]
     )
     assert got == want  # every row exactly once

@@ -145,9 +145,8 @@ def test_compact_explicit_ids_conflict_with_a_delete(lake: Lake) -> None:
 def test_retain_vacate_cleanup_purge(lake: Lake) -> None:
     pool = lake.create_pool("t", "ts:asc")
     now = datetime.now(UTC)
-    old = pool.load(
-        pa.table({"ts": pa.array([now - 100 * D], pa.timestamp("us", "UTC")), "v": ["old"]})
-    )
+    old = pool.load(pa.table({"ts": pa.array([now - 100 * D], pa.timestamp("us", "UTC")),
+                              "v": ["old"]}))
     pool.load(pa.table({"ts": pa.array([now - D], pa.timestamp("us", "UTC")), "v": ["new"]}))
     r = pool.retain(90 * D, now=now)
     assert r.commit is not None and (r.dropped, r.rows_removed) == (1, 1)

@@ -39,18 +39,10 @@ def test_from_env_and_to_env_round_trip() -> None:
         "LAKE_S3_ADDRESSING_STYLE": "path",
     }
     cfg = S3Config.from_env(env)
-    assert (cfg.endpoint_url, cfg.region, cfg.addressing_style) == (
-        "http://e:1",
-        "eu-west-1",
-        "path",
-    )
+    assert (cfg.endpoint_url, cfg.region, cfg.addressing_style) == ("http://e:1", "eu-west-1", "path")
     assert S3Config.from_env(cfg.to_env()) == cfg
-    assert (
-        S3Config.from_env(
-            {"AWS_ENDPOINT_URL_S3": "http://s3:2", "AWS_ENDPOINT_URL": "x"}
-        ).endpoint_url
-        == "http://s3:2"
-    )
+    assert S3Config.from_env({"AWS_ENDPOINT_URL_S3": "http://s3:2", "AWS_ENDPOINT_URL": "x"}) \
+        .endpoint_url == "http://s3:2"
     with pytest.raises(UsageError, match="addressing style"):
         S3Config.from_env({"LAKE_S3_ADDRESSING_STYLE": "sideways"})
 

@@ -308,7 +308,9 @@ def test_processes_ingesting_overlapping_files_commit_each_file_once(
     start = ctx.Barrier(WORKERS)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=ingest_zone, args=(lake_uri, "landed", w, zone, wanted[w], start, out))
+        ctx.Process(
+            target=ingest_zone, args=(lake_uri, "landed", w, zone, wanted[w], start, out)
+        )
         for w in range(WORKERS)
     ]
     for p in procs:
@@ -353,10 +355,8 @@ def test_a_file_is_taken_once_two_looks_agree() -> None:
 def test_whole_zone_runs_leave_files_older_than_the_retention() -> None:
     now = datetime(2026, 3, 1, tzinfo=UTC)
     day = 86400.0
-    files = [
-        LandingFile(n, 1, now.timestamp() - age * day)
-        for n, age in (("new", 1), ("edge", 28.5), ("old", 29.5), ("ancient", 400))
-    ]
+    files = [LandingFile(n, 1, now.timestamp() - age * day) for n, age in
+             (("new", 1), ("edge", 28.5), ("old", 29.5), ("ancient", 400))]
     recent, old = split_by_retention(files, timedelta(days=30), now)
     # A day of slack for clocks: a file 29.5 days old may be expired by the time it commits.
     assert [f.path for f in recent] == ["new", "edge"]

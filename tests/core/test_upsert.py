@@ -123,7 +123,9 @@ def test_last_row_in_input_order_wins_and_delete_when(lake: Lake) -> None:
 def test_only_deletes_of_absent_keys_commit_nothing(lake: Lake) -> None:
     pool = three_objects(lake)
     tip = pool.tip()
-    result = pool.upsert(pa.table({"id": [50, 999], "op": ["d", "d"]}), delete_when="op = 'd'")
+    result = pool.upsert(
+        pa.table({"id": [50, 999], "op": ["d", "d"]}), delete_when="op = 'd'"
+    )
     assert result.commit is None and pool.tip() == tip
     assert (result.inserted, result.updated, result.deleted) == (0, 0, 0)
     assert result.objects_rewritten == 0 and result.bytes_written == 0
@@ -279,14 +281,8 @@ def test_check_unread_refuses_an_unread_object_meeting_the_keys() -> None:
     far = KeySet.of_columns([pa.chunked_array([[50]])])
     request = CommitRequest("main", (), ("o1",), keys=far, read_ids=frozenset(["o1"]))
     plan_commit(
-        request,
-        parent,
-        None,
-        commit_id="c2",
-        date=parent_date(),
-        attempt=0,
-        schema_mode="merge",
-        pool_name="p",
+        request, parent, None, commit_id="c2", date=parent_date(), attempt=0,
+        schema_mode="merge", pool_name="p",
     )
 
 
@@ -347,7 +343,9 @@ def test_txn_makes_an_upsert_idempotent(lake: Lake) -> None:
     assert pool.tip() == tip
 
 
-def _racing(monkeypatch: pytest.MonkeyPatch, race: Callable[[], None]) -> list[int]:
+def _racing(
+    monkeypatch: pytest.MonkeyPatch, race: Callable[[], None]
+) -> list[int]:
     """Run ``race`` once, between the upsert's plan and its commit (its objects written)."""
     real = upsert_module.write_plan
     calls: list[int] = []
@@ -497,7 +495,9 @@ def test_row_groups_without_incoming_keys_are_copied(lake: Lake, order: str) -> 
     assert len(live) == 3
     assert sum(o.count for o in live) == n - 1 + 1
     _check_recorded_stats(pool)
-    expect = model([r for r in start if r["id"] is not None], [(batch, "d")], ("id",))
+    expect = model(
+        [r for r in start if r["id"] is not None], [(batch, "d")], ("id",)
+    )
     got = rows(pool)
     assert len([r for r in got if r["id"] is None]) == 3
     got_keyed = by_key([r for r in got if r["id"] is not None], ("id",))
@@ -552,9 +552,7 @@ def test_partition_rewrite_of_a_unique_pool_keeps_keys_unique(lake: Lake) -> Non
     pool.load(pa.table({"id": [1, 2, 3], "day": ["d1", "d1", "d2"], "v": ["a", "b", "c"]}))
     # Last row per key in input order, as a load keeps them.
     pool.rewrite_partition(
-        "d1",
-        pa.table({"id": [1, 1, 4], "day": ["d1"] * 3, "v": ["x", "y", "z"]}),
-        guard=lambda: None,
+        "d1", pa.table({"id": [1, 1, 4], "day": ["d1"] * 3, "v": ["x", "y", "z"]}), guard=lambda: None
     )
     assert [(r["id"], r["v"]) for r in rows(pool)] == [(1, "y"), (3, "c"), (4, "z")]
     tip = pool.tip()

@@ -2,6 +2,7 @@
 lakes land as one commit per output (per partition for a partitioned pool), and inputs read
 pool snapshots; rows are checked exactly."""
 
+
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -76,7 +77,9 @@ def test_tables_and_dataframes_land_as_one_commit_and_load_as_inputs(
     assert len(list(pool.log())) == 2
 
 
-def test_partitions_replace_pool_partitions_in_one_commit_each(lake: Lake, lake_uri: str) -> None:
+def test_partitions_replace_pool_partitions_in_one_commit_each(
+    lake: Lake, lake_uri: str
+) -> None:
     days = dg.DailyPartitionsDefinition(start_date="2024-01-01", end_date="2024-01-05")
     version = {"v": "a"}
 
@@ -87,7 +90,9 @@ def test_partitions_replace_pool_partitions_in_one_commit_each(lake: Lake, lake_
     def events(context: dg.AssetExecutionContext) -> pa.Table:
         day = int(context.partition_key[-2:])
         n = 2 if version["v"] == "a" else 3
-        return pa.table({"ts": [ts(day, h) for h in range(n)], "v": [version["v"]] * n})
+        return pa.table(
+            {"ts": [ts(day, h) for h in range(n)], "v": [version["v"]] * n}
+        )
 
     @dg.asset(partitions_def=days, metadata={"lake/key": "ts:asc"})
     def counted(events: pa.Table) -> pa.Table:
@@ -162,9 +167,8 @@ def test_an_input_can_be_pinned_to_a_commit(lake: Lake, lake_uri: str) -> None:
     def latest(context: dg.AssetExecutionContext) -> None:
         return None
 
-    result = dg.materialize(
-        [pinned, latest, facts], resources=resources(lake_uri), selection=[pinned]
-    )
+    result = dg.materialize([pinned, latest, facts], resources=resources(lake_uri),
+                            selection=[pinned])
     assert result.success
     assert [r["x"] for r in rows(lake_uri, "pinned")] == [1]
 

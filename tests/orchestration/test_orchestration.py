@@ -177,10 +177,7 @@ def test_materialize_pool_records_commit_metadata(env: Env, instance: dg.Dagster
     assert commit.meta["landing"]["files"] == ["a.ndjson", "b.ndjson"]
     checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
     assert checks == {
-        OBJECTS_EXIST: True,
-        NO_SCHEMA_CONFLICTS: True,
-        FRAGMENTATION: True,
-        OBJECTS_INDEXED: True,
+        OBJECTS_EXIST: True, NO_SCHEMA_CONFLICTS: True, FRAGMENTATION: True, OBJECTS_INDEXED: True
     }
 
     # Re-running ingests nothing twice; a new file is picked up alone.

@@ -40,9 +40,7 @@ def _table(rows: list[tuple[Any, Any]]) -> pa.Table:
 
 
 def _key_of(row: dict[str, Any], fields: tuple[str, ...]) -> tuple[Any, ...]:
-    return tuple(
-        "nan" if isinstance(row[f], float) and math.isnan(row[f]) else row[f] for f in fields
-    )
+    return tuple("nan" if isinstance(row[f], float) and math.isnan(row[f]) else row[f] for f in fields)
 
 
 @settings(max_examples=150, deadline=None)
