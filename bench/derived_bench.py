@@ -146,7 +146,7 @@ def run_case(
     t0 = time.perf_counter()
     derived, created = create_derived(lake, "agg", name, case["definition"])
     create_s = time.perf_counter() - t0
-    log(f"{name}: derived pool of {created.buckets:,} rows made in {create_s:.2f} s")
+    log(f"{name}: derived pool of {created.rows_written:,} rows made in {create_s:.2f} s")
     query = case["query"]
     times: dict[str, list[float]] = {"derived": [], "raw": [], "duckdb_parquet": []}
     answers: dict[str, list[tuple[Any, ...]]] = {}
@@ -189,7 +189,7 @@ def run_case(
         assert result.mode == "incremental", result
     return {
         "rows": table.num_rows,
-        "derived_rows": created.buckets,
+        "derived_rows": created.rows_written,
         "create_s": create_s,
         "query": query.format(t=name),
         "times": {k: statistics.median(v) for k, v in times.items()},

@@ -89,7 +89,7 @@ def build_derived_asset(spec: DerivedPoolSpec, config: PoolsConfig) -> dg.Assets
         metadata: dict[str, Any] = {
             "lake/source_commit": result.source_commit or "",
             "lake/mode": result.mode,
-            "lake/rows_written": result.buckets,
+            "lake/rows_written": result.rows_written,
             "lake/source_rows_read": result.source_rows_read,
             "lake/commit": result.commit or "",
         }

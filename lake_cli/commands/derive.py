@@ -66,7 +66,7 @@ def derive_create(lk: LakeContext, name: str, source: str, sql: str, fmt: str) -
         say(json.dumps({"name": pool.name, **result.to_json()}))
         return
     say(
-        f"derived pool {pool.name} created from {source}: {result.buckets:,} rows from "
+        f"derived pool {pool.name} created from {source}: {result.rows_written:,} rows from "
         f"{result.source_rows_read:,} source rows"
     )
 
@@ -101,7 +101,7 @@ def derive_refresh(lk: LakeContext, name: str, lock_timeout: float, fmt: str) ->
         return
     say(
         f"{result.commit} committed: {name} reflects {result.source_commit} ({result.mode}; "
-        f"{result.buckets:,} rows written from {result.source_rows_read:,} source rows)"
+        f"{result.rows_written:,} rows written from {result.source_rows_read:,} source rows)"
     )
 
 

@@ -43,6 +43,7 @@ from lake_core.derived.spec import (
     scratch,
 )
 from lake_core.errors import LakeError, UsageError
+from lake_core.names import PoolName
 
 if TYPE_CHECKING:
     from lake_core.lake import Lake
@@ -80,6 +81,11 @@ def answer(
     from lake_core.sql.names import parse_table_name
 
     out = Answer()
+    configs = lake.pools()
+    derived_configs = [c for c in configs if c.derived is not None]
+    if not derived_configs:  # the common case: no parse, no pool opened
+        out.reasons.append("no derived pools in this lake")
+        return out
     try:
         tree = parse_tree(sql)
     except (UsageError, LakeError) as e:
@@ -93,20 +99,22 @@ def answer(
         ref = parse_table_name(
             ".".join(p for p in (table.get("schema_name"), table["table_name"]) if p)
         )
+        source_name = PoolName.parse(ref.pool_name or ref.pool or "")
     except LakeError as e:
         out.reasons.append(f"not answered from a derived pool: {e}")
         return out
     if ref.pool is None or ref.meta is not None:
         out.reasons.append("not answered from a derived pool: it reads no pool's rows")
         return out
+    source_ids = {c.id for c in configs if c.name == source_name}
+    candidates = [c for c in derived_configs if c.derived and c.derived.source_id in source_ids]
+    if not candidates:
+        out.reasons.append(f"no derived pool of {source_name}: answered from its rows")
+        return out
     try:
-        source = open_pool(ref.pool_name or ref.pool)
+        source = open_pool(str(source_name))
     except LakeError as e:
         out.reasons.append(f"not answered from a derived pool: {e}")
-        return out
-    candidates = [c for c in lake.pools() if c.derived and c.derived.source_id == source.id]
-    if not candidates:
-        out.reasons.append(f"no derived pool of {source.name}: answered from its rows")
         return out
     try:
         commit = source.resolve(ref.ref, as_of)

@@ -70,9 +70,9 @@ def histogram(
     from lake_core.sql import run_sql
 
     unit = parse_every(every)
-    name, _ = split_ref(pool)
+    name, ref = split_ref(pool)
     source = lake.pool(name)
-    schema = source.schema()
+    schema = source.snapshot(source.resolve(ref, as_of)).schema  # of the snapshot counted
     column = time_column or source.config.key.fields[0]
     if schema is None:
         raise UsageError(f"pool {name} has no rows yet")

@@ -21,15 +21,17 @@ pool's maintenance lock):
   column stats) are recomputed from the source rows at ``B`` (a scan pruned to that range)
   and replaced — the rest of the derived pool is untouched.
 
-Replacing buckets ``[lo, hi]`` rewrites the derived objects whose key range meets it (their
-rows outside it are kept) and adds the new rows, in one commit. Invariant: after a refresh
+Replacing buckets ``[lo, hi]`` rewrites the derived objects whose key range meets it (read
+once: their rows inside feed an incremental merge, those outside are kept) and adds the new
+rows, in one commit. Objects written for a commit that certainly failed are removed; none
+while its outcome is unknown (:func:`lake_core.committing.discarding_on_failure`). Invariant: after a refresh
 that reflects ``B``, the derived pool's rows equal the definition evaluated on the source at
 ``B`` (tests/core/test_derived.py checks this after every kind of history change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from types import MappingProxyType
@@ -37,9 +39,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lake_core.committing import discarding_on_failure
 from lake_core.derived.lineage import META_KEY, TXN_APP, reflected
 from lake_core.derived.spec import DerivedLink, DerivedSpec, parse_definition, quote, scratch
-from lake_core.errors import CorruptObjectError, NotFoundError, ObjectNotFoundError, UsageError
+from lake_core.errors import (
+    CommitStateUnknownError,
+    CorruptObjectError,
+    NotFoundError,
+    ObjectNotFoundError,
+    UsageError,
+)
 from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
 from lake_core.pool import MAIN, Pool
@@ -57,7 +66,7 @@ class RefreshResult:
     commit: str | None  # the derived pool's new commit (None: it was current)
     source_commit: str | None  # the source commit it reflects now
     mode: str  # "current", "initial", "incremental" or "recomputed"
-    buckets: int = 0  # derived rows written
+    rows_written: int = 0  # derived rows written (the replaced buckets')
     source_rows_read: int = 0
 
     def to_json(self) -> dict[str, Any]:
@@ -65,7 +74,7 @@ class RefreshResult:
             "commit": self.commit,
             "source_commit": self.source_commit,
             "mode": self.mode,
-            "rows_written": self.buckets,
+            "rows_written": self.rows_written,
             "source_rows_read": self.source_rows_read,
         }
 
@@ -109,8 +118,10 @@ def create_derived(lake: Lake, name: str, source: str, sql: str) -> tuple[Pool, 
     )
     try:
         result = refresh(lake, pool)
+    except CommitStateUnknownError:
+        raise  # its first commit may be in: the pool stays; a refresh settles it
     except BaseException:
-        lake.drop_pool(name)
+        lake.drop_pool(name)  # nothing committed: the create leaves nothing behind
         raise
     return lake.pool(name), result
 
@@ -155,6 +166,7 @@ def refresh(
         current = pool.snapshot(derived_tip) if derived_tip is not None else Snapshot()
         rows: pa.Table | None
         span: Span | None
+        touched: _Touched | None = None
         if old is None:
             # First refresh, or the reflected commit's snapshot is gone (vacated and
             # cleaned up): everything, from the source rows at the tip.
@@ -177,26 +189,33 @@ def refresh(
                 mode = "incremental"
                 partial, read = _aggregate(spec, _read(source, new, {o.id: o for o in added}))
                 span = _bucket_span(partial, spec) or EMPTY
-                rows = _merge(spec, _derived_rows(pool, current, spec, span), partial)
+                touched = _touched(pool, current, spec, span)
+                rows = _merge(spec, touched.inside, partial)
             else:
                 mode = "recomputed"
                 span = _stats_span(spec, [*removed, *added], new.schema)
                 where = None if span is None else _range_where(spec.bucket_column, span, spec)
                 rows, read = _aggregate(spec, _scan(source, target, where))
+        if touched is None:
+            touched = _touched(pool, current, spec, span)
+        deletes = [o.id for o in touched.objects]
         version = current.txns.get(TXN_APP, -1) + 1
-        adds, deletes, schema = _replace(pool, current, spec, span, rows)
-        done = pool.commit(
-            MAIN,
-            adds,
-            deletes,
-            message=f"derived from {source.name} at {target or 'its empty start'} ({mode})",
-            meta={META_KEY: {"source": source.id, "commit": target, "mode": mode}},
-            guard=lock.check,
-            txn=Txn(TXN_APP, version),
-            keys=KeySet(),  # an empty change still commits: it records the reflected commit
-            read_ids=deletes,
-            incoming_schema=schema,
-        )
+        written: list[ObjectMeta] = []
+        # Written objects go if the commit certainly failed, never while its outcome is unknown.
+        with discarding_on_failure(pool, written):
+            schema = _write(pool, [touched.outside, rows], written.append)
+            done = pool.commit(
+                MAIN,
+                written,
+                deletes,
+                message=f"derived from {source.name} at {target or 'its empty start'} ({mode})",
+                meta={META_KEY: {"source": source.id, "commit": target, "mode": mode}},
+                guard=lock.check,
+                txn=Txn(TXN_APP, version),
+                keys=KeySet(),  # an empty change still commits: it records the reflected commit
+                read_ids=deletes,
+                incoming_schema=schema,
+            )
         return RefreshResult(done.id, target, mode, 0 if rows is None else rows.num_rows, read)
 
 
@@ -356,75 +375,66 @@ def _range_where(column: str, span: Span, spec: DerivedSpec) -> str:
 # -- replacing buckets --------------------------------------------------------------------------
 
 
-def _derived_rows(
-    pool: Pool, snap: Snapshot, spec: DerivedSpec, span: Span | None
-) -> pa.Table | None:
-    if not snap.objects or span is None or span == EMPTY:
-        return None
-    where = f"{quote(spec.bucket_name)} >= {_literal(span[0])} AND {quote(spec.bucket_name)} <= {_literal(span[1])}"
-    from lake_core.scan import Scan
+@dataclass(frozen=True)
+class _Touched:
+    """The derived objects whose key range meets a span of buckets (they are rewritten), and
+    their rows inside the span and outside it (read once; None when not read)."""
 
-    return Scan(pool.store, pool.id, pool.config.key, snap, where).to_table()
+    objects: list[ObjectMeta]
+    inside: pa.Table | None = None
+    outside: pa.Table | None = None
 
 
-def _replace(
-    pool: Pool,
-    snap: Snapshot,
-    spec: DerivedSpec,
-    span: Span | None,
-    rows: pa.Table | None,
-) -> tuple[list[ObjectMeta], list[str], pa.Schema | None]:
-    """Write the derived rows of ``span`` (None: every bucket) as new objects with the rows
-    of the rewritten objects outside it: (adds, deletes, the schema of what it wrote)."""
+def _touched(pool: Pool, snap: Snapshot, spec: DerivedSpec, span: Span | None) -> _Touched:
+    """What replacing ``span`` (None: every bucket) rewrites in the derived snapshot."""
     import pyarrow.compute as pc
 
     from lake_core.scan import Scan
+
+    if span == EMPTY or not snap.objects:
+        return _Touched([])
+    if span is None:
+        return _Touched(list(snap.objects.values()))  # all replaced: nothing to keep
+    where = (
+        f"{quote(spec.bucket_name)} >= {_literal(span[0])} AND "
+        f"{quote(spec.bucket_name)} <= {_literal(span[1])}"
+    )
+    objects = Scan(pool.store, pool.id, pool.config.key, snap, where).objects
+    whole = _read(pool, snap, {o.id: o for o in objects})
+    if whole is None:
+        return _Touched(objects)
+    bucket = whole.column(spec.bucket_name)
+    within: Any = pc.and_(
+        pc.greater_equal(bucket, pa.scalar(span[0], bucket.type)),
+        pc.less_equal(bucket, pa.scalar(span[1], bucket.type)),
+    )
+    inside: Any = pc.fill_null(within, False)
+    return _Touched(objects, whole.filter(inside), whole.filter(pc.invert(inside)))
+
+
+def _write(
+    pool: Pool, parts: list[pa.Table | None], on_object: Callable[[ObjectMeta], None]
+) -> pa.Schema | None:
+    """Write ``parts`` (kept rows, new rows) as sorted objects of the derived pool (each
+    reported to ``on_object``); the schema written, None when there was nothing."""
     from lake_core.writer import WriteOptions, write_objects
 
-    if span == EMPTY:
-        touched: list[ObjectMeta] = []
-    elif span is None:
-        touched = list(snap.objects.values())
-    else:
-        where = (
-            f"{quote(spec.bucket_name)} >= {_literal(span[0])} AND "
-            f"{quote(spec.bucket_name)} <= {_literal(span[1])}"
-        )
-        touched = Scan(pool.store, pool.id, pool.config.key, snap, where).objects
-    kept: pa.Table | None = None
-    if touched and span is not None:
-        whole = _read(pool, snap, {o.id: o for o in touched})
-        if whole is not None:
-            bucket = whole.column(spec.bucket_name)
-            inside: Any = pc.and_(
-                pc.greater_equal(bucket, pa.scalar(span[0], bucket.type)),
-                pc.less_equal(bucket, pa.scalar(span[1], bucket.type)),
-            )
-            kept = whole.filter(pc.invert(pc.fill_null(inside, False)))
-    parts = [t for t in (kept, rows) if t is not None and t.num_rows]
-    adds: list[ObjectMeta] = []
-    schema = None
-    if parts:
-        table = pa.concat_tables(
-            [p.select(parts[-1].schema.names) for p in parts], promote_options="default"
-        )
-        schema = table.schema
-        written: list[ObjectMeta] = []
-        try:
-            adds = write_objects(
-                pool.store,
-                pool.id,
-                table,
-                pool.config.key.resolve(table.schema),
-                WriteOptions(pool.config.target_size, pool.config.seek_stride),
-                clock=pool.clock,
-                on_object=written.append,
-            )
-        except BaseException:
-            for obj in written:
-                pool.store.delete(pool.layout.data(obj.id))
-            raise
-    return adds, [o.id for o in touched], schema
+    tables = [t for t in parts if t is not None and t.num_rows]
+    if not tables:
+        return None
+    table = pa.concat_tables(
+        [t.select(tables[-1].schema.names) for t in tables], promote_options="default"
+    )
+    write_objects(
+        pool.store,
+        pool.id,
+        table,
+        pool.config.key.resolve(table.schema),
+        WriteOptions(pool.config.target_size, pool.config.seek_stride),
+        clock=pool.clock,
+        on_object=on_object,
+    )
+    return table.schema
 
 
 def drop_derived(lake: Lake, name: str) -> None:
