@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -45,11 +45,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lake_core.clock import SYSTEM_CLOCK
 from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure
 from lake_core.errors import EmptyTransactionError, UsageError
-from lake_core.indexes.building import build_indexes
 from lake_core.indexes.meta import IndexMeta
 from lake_core.inflight import write_window_guard
 from lake_core.ingest import conform_to, normalize_table, unify_schema
@@ -82,10 +80,10 @@ from lake_spark.stages import (
     Survey,
     Written,
     batches_table,
+    bucket_writer,
     by_bucket,
     chunk_pieces,
     frame_pieces,
-    gather_pieces,
     ipc_slices,
     partition_number,
     to_ipc,
@@ -302,45 +300,20 @@ def bucketize_frame(job: Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[p
     return frame_pieces(len(job.partitions), partial(_bucketize, job))
 
 
-def _write_bucket(job: Job) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
-    def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
-        written: list[ObjectMeta] = []
-        try:
-            table = gather_pieces(items)
-            if table is None:
-                return
-            if isinstance(table, TaskError):  # a chunk failed: write nothing
-                yield Written(bucket, (), table)
-                return
-            assert job.layout is not None
-            rows = conform_to(table, job.layout)
-            write_objects(
-                task_store(job.uri),
-                job.pool_id,
-                rows,
-                job.key,
-                job.options,
-                partition=job.partitions[bucket],
-                on_object=written.append,
-            )
-            metas = build_indexes(
-                task_store(job.uri),
-                job.pool_id,
-                job.pool_name,
-                written,
-                job.index_rules,
-                SYSTEM_CLOCK,
-                threads=1,
-            )
-            yield Written(
-                bucket,
-                tuple(o.to_json() for o in written),
-                indexes=tuple(m.to_json() for m in metas),
-            )
-        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
-            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
-
-    return run
+def _write_range(
+    job: Job, bucket: int, table: pa.Table, on_object: Callable[[ObjectMeta], None]
+) -> None:
+    """A key range's rows as sorted objects (lake_core's writer)."""
+    assert job.layout is not None
+    write_objects(
+        task_store(job.uri),
+        job.pool_id,
+        conform_to(table, job.layout),
+        job.key,
+        job.options,
+        partition=job.partitions[bucket],
+        on_object=on_object,
+    )
 
 
 def _write_ranges(
@@ -367,7 +340,9 @@ def _write_ranges(
     else:
         pairs = sc.parallelize(todo, len(todo)).flatMap(bucketize_chunk(job))
     results: list[Written] = (
-        pairs.partitionBy(buckets, by_bucket).mapPartitionsWithIndex(_write_bucket(job)).collect()
+        pairs.partitionBy(buckets, by_bucket)
+        .mapPartitionsWithIndex(bucket_writer(job, partial(_write_range, job)))
+        .collect()
     )
     return results
 

@@ -46,7 +46,6 @@ import pyarrow as pa
 from lake_core.clock import SYSTEM_CLOCK
 from lake_core.encode import EncodeOptions
 from lake_core.ids import new_id
-from lake_core.indexes.building import build_indexes
 from lake_core.ingest import conform_to, normalize_table
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
@@ -73,10 +72,10 @@ from lake_spark.stages import (
     Piece,
     Survey,
     Written,
+    bucket_writer,
     by_bucket,
     chunk_pieces,
     frame_pieces,
-    gather_pieces,
     ipc_slices,
     partition_number,
     to_ipc,
@@ -456,33 +455,22 @@ def _encode(
     return encode_object(table, built, weights, codes, per_block, encoding)
 
 
-def write_object(job: Job, plan: TreePlan) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
-    def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
-        written: list[ObjectMeta] = []
-        try:
-            table = gather_pieces(items)
-            if table is None:
-                return
-            if isinstance(table, TaskError):  # a chunk failed: write nothing
-                yield Written(bucket, (), table)
-                return
-            blocks, rows, payload = _encode(job, plan, bucket, table)
-            store = task_store(job.uri)
-            object_id = new_id(SYSTEM_CLOCK)
-            store.put(PoolLayout(job.pool_id).data(object_id), payload)
-            written.append(object_meta(object_id, rows, payload, blocks, job.key, plan.revision))
-            metas = build_indexes(
-                store, job.pool_id, job.pool_name, written, job.index_rules, SYSTEM_CLOCK, threads=1
-            )
-            yield Written(
-                bucket,
-                tuple(o.to_json() for o in written),
-                indexes=tuple(m.to_json() for m in metas),
-            )
-        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
-            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+def _write_object(
+    job: Job,
+    plan: TreePlan,
+    bucket: int,
+    table: pa.Table,
+    on_object: Callable[[ObjectMeta], None],
+) -> None:
+    """Object ``bucket`` of the plan, from its rows."""
+    blocks, rows, payload = _encode(job, plan, bucket, table)
+    object_id = new_id(SYSTEM_CLOCK)
+    task_store(job.uri).put(PoolLayout(job.pool_id).data(object_id), payload)
+    on_object(object_meta(object_id, rows, payload, blocks, job.key, plan.revision))
 
-    return run
+
+def write_object(job: Job, plan: TreePlan) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
+    return bucket_writer(job, partial(_write_object, job, plan))
 
 
 # -- the driver -------------------------------------------------------------------------------

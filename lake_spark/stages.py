@@ -13,14 +13,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from lake_core.clock import SYSTEM_CLOCK
+from lake_core.indexes.building import build_indexes
 from lake_core.indexes.rules import IndexRule
 from lake_core.ingest import normalize_table
+from lake_core.objects import ObjectMeta
 from lake_core.otree.settings import OTreeLayout
 from lake_core.partitions import PartitionSpec
 from lake_core.poolkey import PoolKey
 from lake_core.writer import WriteOptions
 from lake_spark.sources import Chunk, read_chunk
-from lake_spark.tasks import TaskError
+from lake_spark.tasks import TaskError, task_store
 
 #: What errors call the rows of a DataFrame source.
 DATAFRAME_NAME = "DataFrame"
@@ -203,3 +206,46 @@ def gather_pieces(items: Iterable[Piece]) -> pa.Table | TaskError | None:
 
 def by_bucket(bucket: int) -> int:
     return bucket
+
+
+#: Writes one bucket's rows as objects, reporting each object as it lands: (bucket, rows,
+#: on_object).
+BucketWrite = Callable[[int, pa.Table, Callable[[ObjectMeta], None]], None]
+
+
+def bucket_writer(
+    job: Job, write: BucketWrite
+) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
+    """The write task of a bucket: gather its pieces in source order, ``write`` them, index
+    the objects under the pool's rules, report them. A chunk's error sent to the bucket is
+    reported without writing; an error here is reported with the objects written so far (the
+    driver deletes them)."""
+
+    def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
+        written: list[ObjectMeta] = []
+        try:
+            table = gather_pieces(items)
+            if table is None:
+                return
+            if isinstance(table, TaskError):  # a chunk failed: write nothing
+                yield Written(bucket, (), table)
+                return
+            write(bucket, table, written.append)
+            metas = build_indexes(
+                task_store(job.uri),
+                job.pool_id,
+                job.pool_name,
+                written,
+                job.index_rules,
+                SYSTEM_CLOCK,
+                threads=1,
+            )
+            yield Written(
+                bucket,
+                tuple(o.to_json() for o in written),
+                indexes=tuple(m.to_json() for m in metas),
+            )
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+
+    return run
