@@ -416,10 +416,15 @@ def _write(
     pool: Pool, parts: list[pa.Table | None], on_object: Callable[[ObjectMeta], None]
 ) -> pa.Schema | None:
     """Write ``parts`` (kept rows, new rows) as sorted objects of the derived pool (each
-    reported to ``on_object``); the schema written, None when there was nothing."""
+    reported to ``on_object``); the schema written, None when there was nothing. The rows are
+    in the lake's types (:mod:`lake_core.ingest.types`: DuckDB's naive bucket timestamps are
+    UTC), so every object holds the pool schema's types and queries read the files as they
+    are."""
+    from lake_core.ingest.types import normalize_table
     from lake_core.writer import WriteOptions, write_objects
 
-    tables = [t for t in parts if t is not None and t.num_rows]
+    source = f"derived pool {pool.name}"
+    tables = [normalize_table(t, source) for t in parts if t is not None and t.num_rows]
     if not tables:
         return None
     table = pa.concat_tables(

@@ -238,12 +238,23 @@ def _remember(
 def _may_print(cursor: duckdb.DuckDBPyConnection) -> bool:
     """Whether DuckDB's progress bar is on and printing in ``cursor`` (it would print on
     stdout, and a locked database's cursor cannot turn it off). False for the Python client's
-    cursors in DuckDB 2.0, even in an interactive session (where the root connection's is on);
-    checked per query so a DuckDB that changes that default gets a fresh database instead."""
-    rows = cursor.execute(
-        "SELECT current_setting('enable_progress_bar') AND current_setting('enable_progress_bar_print')"
-    ).fetchall()  # all: a cursor runs one result at a time
-    return bool(rows and rows[0][0])
+    cursors in DuckDB 2.0, even in an interactive session (where the root connection's is on).
+    Asked once per process, of the first shared cursor: every cached database is made alike
+    (:func:`_sandbox` sets no progress option), so a cursor's default is the same in all of
+    them; a DuckDB that changes that default gets a fresh database per query instead. (Asking
+    per query cost ~1 ms of every query.)"""
+    global _cursors_print
+    if _cursors_print is None:
+        rows = cursor.execute(
+            "SELECT current_setting('enable_progress_bar') "
+            "AND current_setting('enable_progress_bar_print')"
+        ).fetchall()  # all: a cursor runs one result at a time
+        _cursors_print = bool(rows and rows[0][0])
+    return _cursors_print
+
+
+#: What :func:`_may_print` found (None: not asked yet in this process).
+_cursors_print: bool | None = None
 
 
 def parser_cursor() -> tuple[duckdb.DuckDBPyConnection, bool]:
@@ -597,6 +608,7 @@ def run_sql(
     import duckdb
 
     derivation = None
+    open_pool = _opened_once(open_pool)
     if derived and lake is not None:
         from lake_core.derived.answer import answer
 
@@ -616,6 +628,19 @@ def run_sql(
     except duckdb.Error as e:
         raise engine_error(e) from None
     return SqlRun(relation, session.con, analysis, session.reads, derivation)
+
+
+def _opened_once(open_pool: Callable[[str], Pool]) -> Callable[[str], Pool]:
+    """``open_pool`` opening each name once for this query (the derived check and the
+    planner ask for the same pools; a handle reads its tips afresh on every resolve)."""
+    opened: dict[str, Pool] = {}
+
+    def open_once(name: str) -> Pool:
+        if name not in opened:
+            opened[name] = open_pool(name)
+        return opened[name]
+
+    return open_once
 
 
 def engine_error(error: Exception) -> SqlError:

@@ -12,7 +12,7 @@ import math
 import os
 import tempfile
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import duckdb
@@ -302,3 +302,49 @@ def test_queries_answered_stale_and_time_travel(lake: Lake) -> None:
     assert (result.mode, result.source_commit) == ("incremental", second.id)
     assert refresh(lake, lake.pool("hourly")).mode == "current"
     _check_queries(lake)
+
+
+def test_objects_hold_the_pool_types_and_rewrites_are_reused(lake: Lake) -> None:
+    """A date bucket comes out of DuckDB as a naive timestamp: the derived objects store it
+    as the lake does (UTC), so every object holds the pool schema's types (queries read the
+    files as they are). A query answered twice at the same derived commit is rewritten once;
+    a new derived commit (or source schema) gets a rewrite of its own."""
+    import lake_core.derived.answer as answer_module
+
+    pool = lake.create_pool("orders", "id:asc")
+    days = pa.array([date(2026, 1, 1) + timedelta(days=i % 40) for i in range(400)], pa.date32())
+    pool.load(pa.table({"id": pa.array(range(400), pa.int64()), "day": days}))
+    definition = "SELECT date_trunc('day', day) AS d, count(*) AS n FROM orders GROUP BY ALL"
+    derived, _ = create_derived(lake, "daily", "orders", definition)
+    snap = derived.snapshot(derived.resolve())
+    assert snap.schema is not None
+    want = {f.name: str(f.type) for f in snap.schema}
+    assert want["d"] == "timestamp[us, tz=UTC]"
+    for obj in snap.objects.values():
+        assert {name: meta.type for name, meta in obj.columns.items()} == want
+    sql = "SELECT date_trunc('month', day) AS m, count(*) AS n FROM orders GROUP BY ALL ORDER BY 1"
+    raw = run_sql(sql, lake.pool, lake, derived=False).relation.fetchall()
+    before = answer_module._rewritten.cache_info()
+    for _ in range(3):
+        run = run_sql(sql, lake.pool, lake)
+        assert run.answered_from == ["daily"]
+        assert run.relation.fetchall() == raw
+    after = answer_module._rewritten.cache_info()
+    assert after.misses == before.misses + 1 and after.hits == before.hits + 2
+    # A wider source (a new column) and a refresh: a new derived commit, rewritten afresh.
+    pool.load(
+        pa.table(
+            {
+                "id": pa.array([400], pa.int64()),
+                "day": pa.array([date(2026, 3, 1)], pa.date32()),
+                "note": ["x"],
+            }
+        )
+    )
+    refresh(lake, derived)
+    run = run_sql(sql, lake.pool, lake)
+    assert run.answered_from == ["daily"]
+    assert (
+        run.relation.fetchall() == run_sql(sql, lake.pool, lake, derived=False).relation.fetchall()
+    )
+    assert answer_module._rewritten.cache_info().misses == after.misses + 1
