@@ -4,8 +4,11 @@ free port), and lakes on both."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -25,19 +28,33 @@ S3_ENV = {
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    """A real S3 HTTP server (moto) on a free port, for the whole session. Sets the standard
-    AWS_* variables so every process the tests start finds it the way users configure S3."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    """A real S3 HTTP server (moto) on a free port, for the whole session, in a process of its
+    own (``tests/motoserver.py``: in this one it shared the GIL with the tests). Sets the
+    standard AWS_* variables so every process the tests start finds it the way users
+    configure S3."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.motoserver"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=str(Path(__file__).resolve().parent.parent),
+        env={**os.environ, **S3_ENV},
+        text=True,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    line = server.stdout.readline().split()
+    if len(line) != 2:
+        server.kill()
+        raise RuntimeError(f"moto's server did not start (it said {line!r})")
+    endpoint = f"http://{line[0]}:{line[1]}"
     saved = {k: os.environ.get(k) for k in [*S3_ENV, "AWS_ENDPOINT_URL"]}
     os.environ.update(S3_ENV)
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     yield endpoint
-    server.stop()
+    server.stdin.close()  # it stops when its input closes
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
     for k, v in saved.items():
         if v is None:
             os.environ.pop(k, None)
