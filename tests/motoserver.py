@@ -13,7 +13,13 @@ import sys
 
 
 def main() -> None:
+    import logging
+
     from moto.server import ThreadedMotoServer
+
+    # werkzeug logs every request (hundreds a test) to stderr, which is the test session's:
+    # errors only.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
