@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
+import tempfile
+import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.context import ForkServerContext
 from multiprocessing.process import BaseProcess
@@ -31,12 +35,73 @@ PRELOAD = [
 ]
 
 
+#: The file a worker appends its traceback to when it dies of an exception (set per context):
+#: under ``pytest -n`` a forkserver's stderr is whatever the test that started it captured.
+ERRORS_ENV = "LAKE_TEST_CHILD_ERRORS"
+
+
 def _run(
     env: dict[str, str], target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> None:
     os.environ.clear()
     os.environ.update(env)
-    target(*args, **kwargs)
+    try:
+        target(*args, **kwargs)
+    except BaseException:
+        errors = os.environ.get(ERRORS_ENV)
+        if errors:
+            with open(errors, "a") as f:
+                f.write(f"worker {os.getpid()} ({getattr(target, '__name__', target)}):\n")
+                f.write(traceback.format_exc() + "\n")
+        raise
+
+
+class WatchedQueue:
+    """A queue of the context's workers whose ``get`` in the test process gives up as soon as
+    nothing more can come — every worker has exited and the queue is empty — instead of
+    waiting out its timeout, and says why: the workers' exit codes and the tracebacks of those
+    that died of an exception. In a worker (it is pickled without the watch) a plain queue."""
+
+    def __init__(self, inner: Any, workers: list[BaseProcess], errors: str) -> None:
+        self._inner, self._workers, self._errors = inner, workers, errors
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_inner": self._inner, "_workers": None, "_errors": self._errors}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def put(self, *args: Any, **kwargs: Any) -> None:
+        self._inner.put(*args, **kwargs)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        if self._workers is None or not block:
+            return self._inner.get(block, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        settled = 0  # polls in a row with every worker gone and nothing queued
+        while True:
+            left = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            try:
+                return self._inner.get(True, left)
+            except queue.Empty:
+                if self._workers and all(w.exitcode is not None for w in self._workers):
+                    settled += 1  # twice: a worker's last put may still be in the pipe
+                if settled >= 2 or (deadline is not None and time.monotonic() >= deadline):
+                    raise queue.Empty(self._why()) from None
+
+    def _why(self) -> str:
+        codes = ", ".join(f"{w.pid}: {w.exitcode}" for w in self._workers or [])
+        try:
+            with open(self._errors) as f:
+                errors = f.read()
+        except OSError:
+            errors = ""
+        return f"no report (worker exit codes {codes})\n{errors}".rstrip()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_inner", "_workers", "_errors"):
+            raise AttributeError(name)  # (while unpickling, before the state is set)
+        return getattr(self._inner, name)
 
 
 class Processes:
@@ -47,6 +112,10 @@ class Processes:
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(PRELOAD)
         self._ctx: ForkServerContext = ctx
+        #: Every worker this context started (its queues watch them).
+        self._workers: list[BaseProcess] = []
+        fd, self._errors = tempfile.mkstemp(prefix="lake-test-workers-", suffix=".log")
+        os.close(fd)
 
     def Process(  # noqa: N802 - multiprocessing's name
         self,
@@ -55,10 +124,15 @@ class Processes:
         kwargs: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> BaseProcess:
-        env = dict(os.environ)
-        return self._ctx.Process(
+        env = {**os.environ, ERRORS_ENV: self._errors}
+        process = self._ctx.Process(
             target=_run, args=(env, target, tuple(args), dict(kwargs or {})), **options
         )
+        self._workers.append(process)
+        return process
+
+    def Queue(self, *args: Any, **kwargs: Any) -> WatchedQueue:  # noqa: N802 - multiprocessing's name
+        return WatchedQueue(self._ctx.Queue(*args, **kwargs), self._workers, self._errors)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ctx, name)
