@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -39,6 +39,10 @@ from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
 from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
+
+if TYPE_CHECKING:
+    from lake_core.catalog.history import CatalogVersion
+    from lake_core.views import View
 
 LAKE_FORMAT = "lakepool.lake"
 LAKE_VERSION = 1
@@ -219,6 +223,29 @@ class Lake:
 
     def pools(self) -> list[PoolConfig]:
         return self.registry.list()
+
+    def listing(
+        self, at_version: int | str | None = None, as_of: datetime | None = None
+    ) -> tuple[list[PoolConfig], list[View]]:
+        """The pools and views of the latest catalog version, or of the version
+        ``at_version`` (a number or an export's name) or ``as_of`` names (``lake ls``).
+        Raises NotFoundError for a version that does not exist, UsageError for both."""
+        from lake_core.views import list_views
+
+        try:
+            snap = self.catalog.snapshot_at(at_version, as_of)
+        except NotFoundError:
+            if at_version is not None or as_of is not None:
+                raise
+            return self.pools(), []  # no catalog yet
+        return CatalogPoolRegistry.list_at(snap), list_views(snap)
+
+    def catalog_versions(self, limit: int | None = None) -> list[CatalogVersion]:
+        """The catalog's versions, newest first (``lake catalog log``; only the newest
+        ``limit`` when given)."""
+        from lake_core.catalog.history import catalog_versions
+
+        return list(catalog_versions(self.catalog, limit))
 
     def locks(self) -> LockProvider:
         """The lake's lock provider: ZooKeeper when configured, else local file locks. Use it

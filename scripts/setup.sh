@@ -30,6 +30,6 @@ stamp=.venv/.lakepool-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing lakepool and its dependencies into .venv (first time takes a few minutes)"
   .venv/bin/pip install -q --upgrade pip setuptools wheel
-  .venv/bin/pip install -q -e '.[spark,orchestration,dev]'
+  .venv/bin/pip install -q -e '.[spark,orchestration,service,dev]'
   touch "$stamp"
 fi

@@ -15,7 +15,7 @@ from pathlib import Path
 import grimp
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("lake_core", "lake_cli", "lake_spark", "lake_orchestration")
+PACKAGES = ("lake_core", "lake_cli", "lake_spark", "lake_orchestration", "lake_service")
 
 
 def _modules() -> Iterator[tuple[str, Path]]:
@@ -59,7 +59,9 @@ def private_imports() -> list[str]:
             elif isinstance(node, ast.Import):
                 for name in node.names:
                     if name.name.startswith(PACKAGES):
-                        aliases[name.asname or name.name.split(".")[0]] = name.asname and name.name or name.name.split(".")[0]
+                        aliases[name.asname or name.name.split(".")[0]] = (
+                            name.asname and name.name or name.name.split(".")[0]
+                        )
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)
@@ -81,7 +83,10 @@ def test_the_private_import_check_can_fail() -> None:
     bad = ROOT / "lake_core" / "zz_private_import_probe.py"
     bad.write_text("from lake_core.pool import _LRU\n")
     try:
-        assert "lake_core.zz_private_import_probe: from lake_core.pool import _LRU" in private_imports()
+        assert (
+            "lake_core.zz_private_import_probe: from lake_core.pool import _LRU"
+            in private_imports()
+        )
     finally:
         bad.unlink()
 

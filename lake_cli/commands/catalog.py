@@ -35,18 +35,7 @@ def _listing(
 ) -> tuple[list[PoolConfig], list[View]]:
     """The pools and views ``lake ls`` lists: now, or at the version ``--at-version`` or
     ``--as-of`` names."""
-    # Deferred: the catalog's Arrow nodes and protobuf definitions (lake --help).
-    from lake_core.catalog.pools import CatalogPoolRegistry
-    from lake_core.errors import NotFoundError
-    from lake_core.views import list_views
-
-    try:
-        snap = lake.catalog.snapshot_at(at_version, parse_time(as_of))
-    except NotFoundError:
-        if at_version is not None or as_of is not None:
-            raise
-        return lake.pools(), []  # no catalog yet
-    return CatalogPoolRegistry.list_at(snap), list_views(snap)
+    return lake.listing(at_version, parse_time(as_of))
 
 
 @command(
@@ -139,24 +128,16 @@ def catalog() -> None:
 @pass_lake
 def catalog_log(lk: LakeContext, fmt: str, limit: int | None) -> None:
     from lake_cli.output import write_records  # deferred: pyarrow, numpy (lake --help)
-    from lake_core.catalog.actions import describe, summary  # deferred: protobuf (lake --help)
 
-    lake = lk.lake()
-    rows = []
-    for snap in lake.catalog.log(limit):
-        actions = [row.action for row in snap.root.actions]
-        rows.append(
-            {
-                "version": snap.version,
-                "time": snap.created_at,
-                "rollback_from": snap.rollback_from,
-                "actions": (
-                    [describe(a) for a in actions]
-                    if fmt == "json"
-                    else "; ".join(summary(a) for a in actions)
-                ),
-            }
-        )
+    rows = [
+        {
+            "version": v.version,
+            "time": v.time,
+            "rollback_from": v.rollback_from,
+            "actions": list(v.actions) if fmt == "json" else "; ".join(v.summaries),
+        }
+        for v in lk.lake().catalog_versions(limit)
+    ]
     write_records(rows, fmt, columns=["version", "time", "rollback_from", "actions"])
 
 

@@ -1,0 +1,125 @@
+"""The ASGI app: FastAPI (OpenAPI at ``/docs``) over one open lake.
+
+The app keeps no state about commits: every request opens its pool afresh through
+``Lake.pool`` and every write goes through lake_core's journal and locks, exactly as a direct
+user's, so several servers on one lake, and servers beside CLI users, are safe.
+
+Every failure answers JSON ``{"error": …}`` (:mod:`lake_core.remote.wire`) and the server keeps
+serving: lake errors by their kind, auth 401/403, unknown routes 404, bad bodies 400, wrong
+media types 415, oversize bodies 413, anything unexpected 500 (logged here, never with its
+details in the response).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
+
+from lake_core.errors import LakeError
+from lake_core.lake import Lake
+from lake_core.remote.wire import error_body, status_of
+from lake_service.auth import AuthError, Tokens
+from lake_service.limits import BodyLimitMiddleware, BodyTooLarge
+from lake_service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
+from lake_service.routes import UnsupportedMediaType, router
+from lake_service.settings import DEFAULT_MAX_BODY
+
+log = logging.getLogger("lake_service")
+
+
+@dataclass
+class ServiceState:
+    """What every request reads: the lake, the accepted tokens, the metrics."""
+
+    lake: Lake
+    tokens: Tokens
+    metrics: ServiceMetrics
+
+
+def create_app(lake: Lake, tokens: Tokens | None = None, max_body: int = DEFAULT_MAX_BODY) -> Any:
+    """The service for ``lake``; ``tokens`` None serves without auth (loopback use).
+    Returns the ASGI app (the FastAPI app wrapped in the body bound)."""
+    app = FastAPI(
+        title="lakepool lake service",
+        description="The lake's pools over HTTP: docs/service.md.",
+        version="1",
+    )
+    metrics = ServiceMetrics()
+    app.state.service = ServiceState(lake, tokens or Tokens.open(), metrics)
+    app.include_router(router)
+
+    @app.get("/health", tags=["service"])
+    def health() -> dict[str, str]:
+        """Liveness: the server answers (no token needed)."""
+        return {"status": "ok"}
+
+    @app.get("/metrics", tags=["service"])
+    def prometheus() -> Response:
+        """Requests, latency, errors and commits in the Prometheus text format."""
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    _add_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(BodyLimitMiddleware, limit=max_body)
+    return app
+
+
+def _error(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def lake_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LakeError)
+        return _error(status_of(exc), error_body(exc))
+
+    async def auth_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, AuthError)
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _error(exc.status, {"error": exc.message}, headers)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        detail = exc.detail if isinstance(exc.detail, str) else "bad request"
+        return _error(exc.status_code, {"error": detail.lower()}, exc.headers)
+
+    async def invalid_request(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = []
+        for err in exc.errors()[:3]:
+            where = ".".join(str(p) for p in err.get("loc", ()) if p != "body")
+            problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg"))
+        return _error(400, {"error": "invalid request: " + "; ".join(map(str, problems))})
+
+    async def too_large(request: Request, exc: Exception) -> Response:
+        return _error(413, {"error": str(exc)}, {"Connection": "close"})
+
+    async def disconnected(request: Request, exc: Exception) -> Response:
+        # Nobody is listening; what matters is that nothing was loaded (the body was never
+        # complete, so the load never started).
+        log.info("client disconnected before its request body was complete")
+        return _error(400, {"error": "client disconnected before the request body was complete"})
+
+    async def wrong_media_type(request: Request, exc: Exception) -> Response:
+        return _error(415, {"error": str(exc)})
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.error("unexpected %s serving %s", type(exc).__name__, request.url.path, exc_info=exc)
+        return _error(500, {"error": f"internal error ({type(exc).__name__}); see the server log"})
+
+    app.add_exception_handler(LakeError, lake_error)
+    app.add_exception_handler(AuthError, auth_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(BodyTooLarge, too_large)
+    app.add_exception_handler(ClientDisconnect, disconnected)
+    app.add_exception_handler(UnsupportedMediaType, wrong_media_type)
+    app.add_exception_handler(Exception, unexpected)
