@@ -79,12 +79,18 @@ class _Lake(LakeGroup):
     "--lake",
     "uri",
     metavar="URI",
-    help="lake location: path, file://… or s3://bucket/prefix (else $LAKE_ROOT)",
+    help="lake location: path, file://…, s3://bucket/prefix or http(s)://HOST:PORT of `lake serve` (else $LAKE_ROOT)",
 )
 @click.option("--zk", metavar="HOST:PORT[,…]", help="ZooKeeper for locks (else $LAKE_ZOOKEEPER)")
+@click.option(
+    "--token",
+    metavar="T",
+    help="bearer token for a lake served by `lake serve` (--lake http://HOST:PORT; "
+    "else $LAKE_TOKEN)",
+)
 @click.pass_context
-def cli(ctx: click.Context, uri: str | None, zk: str | None) -> None:
-    ctx.obj = LakeContext(uri=uri, zookeeper=zk)
+def cli(ctx: click.Context, uri: str | None, zk: str | None, token: str | None) -> None:
+    ctx.obj = LakeContext(uri=uri, zookeeper=zk, token=token or os.environ.get("LAKE_TOKEN"))
 
 
 for _command in all_commands():

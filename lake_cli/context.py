@@ -45,6 +45,9 @@ class LakeContext:
 
     uri: str | None = None
     zookeeper: str | None = None
+    #: The lake service's bearer token (``--token``, else ``LAKE_TOKEN``); only an
+    #: ``http(s)://`` lake uses it.
+    token: str | None = None
     _lakes: dict[str | None, Lake] = field(default_factory=dict, repr=False)
 
     def config(self, user: str | None = None) -> LakeConfig:
@@ -52,7 +55,7 @@ class LakeContext:
 
     def lake(self, user: str | None = None) -> Lake:
         if user not in self._lakes:
-            self._lakes[user] = lake_class().open(self.config(user))
+            self._lakes[user] = lake_class().open(self.config(user), token=self.token)
         return self._lakes[user]
 
     def pool_ref(self, text: str, user: str | None = None) -> tuple[Pool, str | None]:

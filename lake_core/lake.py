@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
@@ -35,6 +35,7 @@ from lake_core.partitions import PartitionSpec
 from lake_core.pool import Pool
 from lake_core.poolkey import PoolKey
 from lake_core.registry import PoolConfig, PoolRegistry
+from lake_core.remote.uri import is_remote_uri
 from lake_core.stores.base import ObjectStore
 from lake_core.stores.factory import open_store
 from lake_core.txn import DEFAULT_TXN_RETENTION
@@ -80,9 +81,22 @@ class Lake:
         return lake
 
     @classmethod
-    def open(cls, config: LakeConfig | str, store: ObjectStore | None = None) -> Lake:
-        """Open the lake at ``config.uri``. Raises NotFoundError if there is none."""
+    def open(
+        cls, config: LakeConfig | str, store: ObjectStore | None = None, *, token: str | None = None
+    ) -> Lake:
+        """Open the lake at ``config.uri``. Raises NotFoundError if there is none.
+
+        An ``http://`` or ``https://`` URI is a lake served by ``lake serve``: the result is
+        then a :class:`lake_core.remote.RemoteLake` (``token``: its bearer token), which
+        answers the calls the service serves with the same types and errors (pools, load,
+        scan/read, log, branches, merge, delete, revert, compact, cleanup, catalog log) and
+        raises NotServedError, a LakeError, for the rest (docs/service.md)."""
         config = LakeConfig(uri=config) if isinstance(config, str) else config
+        if store is None and is_remote_uri(config.uri):
+            from lake_core.remote.lake import RemoteLake
+
+            # Duck-typed, not a subclass: a RemoteLake holds no store, catalog or locks.
+            return cast(Lake, RemoteLake(config.uri, token, config.user))
         store = store or open_store(config.uri, config.conditional_writes, config.s3)
         try:
             data = store.get(LAKE_MARKER)

@@ -1,14 +1,14 @@
 """The ``lake`` commands, one module per group of them: :mod:`.pool` (init, create, load,
 query, log, branches, …), :mod:`.catalog` (``ls`` and ``lake catalog …``), :mod:`.inspect`
 (schema, count, diff, verify), :mod:`.maintenance` (compact, retain, cleanup, vacate, purge,
-partitions), :mod:`.view` (``lake view …``), :mod:`.index` (``lake index …``), :mod:`.derive` (``lake derive …``) and :mod:`.spark` (the ``--spark`` paths of
+partitions), :mod:`.view` (``lake view …``), :mod:`.index` (``lake index …``), :mod:`.derive` (``lake derive …``), :mod:`.serve` (``lake serve``) and :mod:`.spark` (the ``--spark`` paths of
 load, compact and cleanup)."""
 
 from __future__ import annotations
 
 import click
 
-from lake_cli.commands import catalog, derive, index, inspect, maintenance, pool, view
+from lake_cli.commands import catalog, derive, index, inspect, maintenance, pool, serve, view
 
 
 def all_commands() -> list[click.Command]:
@@ -50,4 +50,5 @@ def all_commands() -> list[click.Command]:
         index.index,
         derive.derive,
         derive.histogram,
+        serve.serve,
     ]

@@ -17,7 +17,7 @@ COMMANDS = (
     "'objects', 'log', 'branch', 'merge', 'delete', 'revert', 'compact', 'optimize', 'dedupe', "
     "'retain', 'cleanup', 'vacate', 'purge', 'partitions', 'drop-partition', 'schema', 'otree', "
     "'count', 'diff', "
-    "'verify', 'catalog', 'view', 'index', 'derive', 'histogram'"
+    "'verify', 'catalog', 'view', 'index', 'derive', 'histogram', 'serve'"
 )
 
 USAGE_ERRORS = [
