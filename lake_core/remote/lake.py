@@ -483,7 +483,7 @@ class RemotePool:
                 "lock_timeout": 600.0 if lock_timeout is None else lock_timeout,
             },
         )
-        counts = {
+        counts: dict[str, Any] = {
             f.name: int(doc[f.name])
             for f in fields(CleanupResult)
             if f.name not in ("dry_run", "now", "grace", "release_before", "objects")
