@@ -14,6 +14,8 @@ sent is reported as possibly committed, never as "nothing happened".
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -105,8 +107,9 @@ class ServiceClient:
         files: Sequence[tuple[str, Any]],
         params: Mapping[str, Any] | None = None,
     ) -> Any:
-        """POST ``files`` (name, open binary file) as multipart parts, streamed."""
-        parts = [("file", (name, f, "application/octet-stream")) for name, f in files]
+        """POST ``files`` (name, open binary file) as multipart parts, streamed. A file whose
+        size is not known up front (a pipe, stdin) goes chunked, never read whole first."""
+        parts = [("file", (name, _sized(f), "application/octet-stream")) for name, f in files]
         try:
             response = self._http.post(path, files=parts, params=_params(params))
         except httpx.HTTPError as e:
@@ -125,6 +128,26 @@ class ServiceClient:
                 yield response
         except httpx.HTTPError as e:
             raise self._unreachable(e, write=False) from None
+
+
+class _Unsized:
+    """A stream httpx cannot size (it would take a pipe's ``fstat`` size, 0 or what is
+    buffered, for its Content-Length): only ``read``, so the body is sent chunked."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._stream.read(size)
+        return data
+
+
+def _sized(stream: Any) -> Any:
+    """``stream`` itself when it is a regular file (sent with its length), else unsized."""
+    try:
+        return stream if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else _Unsized(stream)
+    except (AttributeError, OSError, ValueError):
+        return _Unsized(stream)
 
 
 def _params(params: Mapping[str, Any] | None) -> dict[str, Any] | None:
