@@ -27,7 +27,7 @@ from lake_core.errors import LakeError
 from lake_core.lake import Lake
 from lake_core.remote.wire import error_body, status_of
 from lake_service.auth import AuthError, Tokens
-from lake_service.limits import BodyLimitMiddleware, BodyTooLarge
+from lake_service.limits import BodyLimitMiddleware
 from lake_service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from lake_service.routes import UnsupportedMediaType, router
 from lake_service.settings import DEFAULT_MAX_BODY
@@ -99,9 +99,6 @@ def _add_error_handlers(app: FastAPI) -> None:
             problems.append(f"{where}: {err.get('msg', 'invalid')}" if where else err.get("msg"))
         return _error(400, {"error": "invalid request: " + "; ".join(map(str, problems))})
 
-    async def too_large(request: Request, exc: Exception) -> Response:
-        return _error(413, {"error": str(exc)}, {"Connection": "close"})
-
     async def disconnected(request: Request, exc: Exception) -> Response:
         # Nobody is listening; what matters is that nothing was loaded (the body was never
         # complete, so the load never started).
@@ -119,7 +116,6 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AuthError, auth_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
-    app.add_exception_handler(BodyTooLarge, too_large)
     app.add_exception_handler(ClientDisconnect, disconnected)
     app.add_exception_handler(UnsupportedMediaType, wrong_media_type)
     app.add_exception_handler(Exception, unexpected)

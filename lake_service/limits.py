@@ -1,9 +1,10 @@
 """The request body bound (``--max-body``), as ASGI middleware around the whole app.
 
-A declared ``Content-Length`` over the bound is refused with 413 before the app runs; a body
-sent without one (chunked) is counted as it arrives and the read that crosses the bound raises
-:class:`BodyTooLarge`, which the app answers with 413. Either way the handler has not finished
-reading its body, so nothing was loaded or committed.
+A declared ``Content-Length`` over the bound is refused with 413 before the app runs. A body
+sent without one (chunked) is counted as it arrives; once it passes the bound the app is told
+the client went away (``http.disconnect``: it stops reading and runs no lake code, as for a
+real disconnect), whatever it answers is dropped, and the client gets the 413 instead. Either
+way the handler never had its whole body, so nothing was loaded or committed.
 """
 
 from __future__ import annotations
@@ -14,15 +15,8 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyTooLarge(Exception):
-    """The request body passed the bound while it was being read."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(limit)
-        self.limit = limit
-
-    def __str__(self) -> str:
-        return f"request body larger than the service's limit of {self.limit} bytes"
+def too_large(limit: int) -> str:
+    return f"request body larger than the service's limit of {limit} bytes"
 
 
 class BodyLimitMiddleware:
@@ -38,20 +32,38 @@ class BodyLimitMiddleware:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
-            await _refuse(send, str(BodyTooLarge(self.limit)))
+            await _refuse(send, too_large(self.limit))
             return
         seen = 0
+        exceeded = False
+        started = False
 
         async def counted() -> Message:
-            nonlocal seen
+            nonlocal seen, exceeded
+            if exceeded:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise BodyTooLarge(self.limit)
+                    exceeded = True
+                    return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, counted, send)
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if exceeded and not started:
+                return  # the app's answer to the "disconnect"; the 413 below replaces it
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if not exceeded or started:
+                raise
+        if exceeded and not started:
+            await _refuse(send, too_large(self.limit))
 
 
 def _content_length(scope: Scope) -> int | None:

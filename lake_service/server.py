@@ -39,6 +39,9 @@ def serve(config: LakeConfig, settings: ServiceSettings) -> None:
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
+    # Listening before the line below: a client that read it connects at once and waits in
+    # the backlog until uvicorn accepts, instead of being refused.
+    sock.listen(2048)
     port = sock.getsockname()[1]
     scheme = "https" if settings.tls_cert else "http"
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
