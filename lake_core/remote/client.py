@@ -59,7 +59,10 @@ class ServiceClient:
                 "it answered: the change may or may not have been committed; check with "
                 "`lake log`"
             )
-        return RemoteError(f"cannot reach the lake service at {self.base_url} ({what})")
+        # The reason (refused, a certificate that does not verify) helps; it holds no header.
+        reason = str(e).strip()
+        detail = f"{what}: {reason}" if reason else what
+        return RemoteError(f"cannot reach the lake service at {self.base_url} ({detail})")
 
     @staticmethod
     def _raise_for(response: httpx.Response) -> None:

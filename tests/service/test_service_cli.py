@@ -62,6 +62,66 @@ def test_reads_print_what_the_lake_prints(
         assert code == 0 and out, args
     code, _, err = same(capsys, server, "query", "-p", "logs", "--stats", "-f", "json")
     assert json.loads(err)["rows_read"] == 3
+    tip = run(capsys, "--lake", server.lake_uri, "log", "-p", "logs", "-f", "json")[1]
+    date = json.loads(tip.splitlines()[0])["date"]
+    assert same(capsys, server, "query", "-p", "logs", "--as-of", date, "-f", "csv")[0] == 0
+    code, _, err = same(capsys, server, "query", "-p", "logs", "--as-of", "2001-01-01T00:00:00Z")
+    assert code == 1 and err.startswith("error: no commit on main at or before")
+
+
+def test_parquet_output_and_create(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    there, here = tmp_path / "there.parquet", tmp_path / "here.parquet"
+    assert (
+        run(
+            capsys,
+            *remote(server, "read"),
+            "query",
+            "-p",
+            "logs",
+            "-f",
+            "parquet",
+            "-o",
+            str(there),
+        )[0]
+        == 0
+    )
+    assert (
+        run(
+            capsys,
+            "--lake",
+            server.lake_uri,
+            "query",
+            "-p",
+            "logs",
+            "-f",
+            "parquet",
+            "-o",
+            str(here),
+        )[0]
+        == 0
+    )
+    assert pq.read_table(there).equals(pq.read_table(here))
+    args = ("create", "ns1.events", "--orderby", "user,ts:asc", "--target-size", "64MB")
+    assert run(capsys, *remote(server, "write"), *args) == (0, "pool ns1.events created\n", "")
+    assert (
+        run(capsys, "--lake", server.lake_uri, *args)[2]
+        == "error: pool 'ns1.events' already exists\n"
+    )
+    code, out, _ = same(capsys, server, "ls", "-f", "json")
+    events = [json.loads(line) for line in out.splitlines() if "events" in line][0]
+    assert (
+        events["key"] == "user,ts"
+        and events["order"] == "asc"
+        and events["target_size"] == 64 * 1024**2
+    )
+    code, _, err = run(
+        capsys, *remote(server, "write"), "create", "t", "--layout", "otree", "--index", "a,b"
+    )
+    assert code == 1 and "an OTree pool layout is not available through the lake service" in err
 
 
 def test_errors_print_what_the_lake_prints(

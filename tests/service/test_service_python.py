@@ -173,3 +173,50 @@ def test_lake_serve_runs_the_service(served_lake: Lake) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("lake_uri", ["local"], indirect=True)
+def test_tls(served_lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--tls-cert/--tls-key serve HTTPS; the client verifies the certificate (SSL_CERT_FILE
+    trusts a private one) and refuses one it cannot verify."""
+    import shutil
+
+    from tests.service.conftest import start_server, stop_server
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server = start_server(
+        served_lake.config.uri, tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)
+    )
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        token = server.tokens["read"]
+        with pytest.raises(LakeError, match="CERTIFICATE_VERIFY_FAILED"):
+            Lake.open(server.url, token=token).pool("logs")
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert Lake.open(server.url, token=token).pool("logs").read().num_rows == 3
+    finally:
+        stop_server(server)
