@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from lake_core.remote.wire import API_PREFIX, JSON, RemoteError, error_from_body
+from lake_core.remote.wire import API_PREFIX, JSON, POOLS_ROUTE, RemoteError, error_from_body
 
 #: Seconds to connect; reads wait as long as a compaction or a large load may take.
 CONNECT_TIMEOUT = 10.0
@@ -32,8 +32,8 @@ READ_TIMEOUT = 3600.0
 
 def pool_path(pool: str, *rest: str) -> str:
     """``/pools/<pool>/<rest>``, every segment percent-encoded (a name is never a path)."""
-    parts = [quote(pool, safe="")] + [quote(r, safe="") for r in rest]
-    return "/pools/" + "/".join(parts)
+    parts = [POOLS_ROUTE, quote(pool, safe="")] + [quote(r, safe="") for r in rest]
+    return "/".join(parts)
 
 
 class ServiceClient:

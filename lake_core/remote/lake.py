@@ -34,6 +34,7 @@ from lake_core.remote.client import ServiceClient, pool_path
 from lake_core.remote.wire import (
     ERROR_METADATA_KEY,
     OBJECTS_HEADER,
+    POOLS_ROUTE,
     STATS_METADATA_KEY,
     RemoteError,
     error_from_body,
@@ -97,7 +98,7 @@ class RemoteLake:
         from lake_core.views import View
 
         doc = self.client.get_json(
-            "/pools",
+            POOLS_ROUTE,
             {
                 "at_version": None if at_version is None else str(at_version),
                 "as_of": None if as_of is None else to_iso(as_of),
@@ -140,7 +141,7 @@ class RemoteLake:
             raise NotServedError("--seek-stride and --txn-retention")
         doc = self.client.send_json(
             "POST",
-            "/pools",
+            POOLS_ROUTE,
             {
                 "name": name,
                 "orderby": key or "ts:desc",

@@ -31,6 +31,9 @@ from lake_core.errors import (
 
 #: Every lake route lives under this prefix; ``/health``, ``/metrics`` and ``/docs`` do not.
 API_PREFIX: Final = "/v1"
+#: The pools' routes, under API_PREFIX: ``/pools`` lists and creates, ``/pools/<pool>/…`` the
+#: rest. (URL paths, not storage keys: those are lake_core.layout's alone.)
+POOLS_ROUTE: Final = "/pools"
 JSON: Final = "application/json"
 #: Query results: an Arrow IPC stream (the Python client's format) …
 ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
