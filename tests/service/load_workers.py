@@ -10,9 +10,9 @@ from typing import Any
 ROWS_PER_LOAD = 4
 
 
-def loader(url: str, token: str, worker: int, loads: int, results: Any) -> None:
-    """``loads`` small loads through the service; report (worker, acked ts values, latencies,
-    failures) on ``results``."""
+def loader(url: str, token: str | None, worker: int, loads: int, results: Any) -> None:
+    """``loads`` small loads through the service (or, for a lake URI, straight into the
+    lake); report (worker, acked ts values, latencies, failures) on ``results``."""
     from lake_core import Lake
 
     pool = Lake.open(url, token=token).pool("load")
@@ -33,6 +33,11 @@ def loader(url: str, token: str, worker: int, loads: int, results: Any) -> None:
         latencies.append(time.perf_counter() - t0)
         acked.extend(ts)
     results.put(("load", worker, acked, latencies, failures))
+
+
+def direct_loader(uri: str, worker: int, loads: int, results: Any) -> None:
+    """As :func:`loader`, beside the service: a direct user of the lake."""
+    loader(uri, None, worker, loads, results)
 
 
 def querier(url: str, token: str, stop: Any, results: Any) -> None:

@@ -240,3 +240,26 @@ def test_what_the_service_does_not_serve_fails_clearly(
         "error: Pool.verify is not available through the lake service; run it with --lake set "
         "to the lake's own location (docs/service.md lists what the service serves)\n"
     )
+
+
+@pytest.mark.parametrize("lake_uri", ["local"], indirect=True)
+def test_a_read_failing_mid_stream_is_the_lakes_error(
+    server: Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An object found damaged while the records stream (the response has started) ends the
+    Arrow stream with the error: the CLI prints the lake's own line, never a short result."""
+    import pyarrow as pa
+
+    from lake_core import Lake
+
+    pool = Lake.open(server.lake_uri).pool("logs")
+    (obj,) = pool.snapshot(pool.resolve()).objects.values()
+    path = Path(server.lake_uri) / pool.layout.data(obj.id)
+    path.write_bytes(path.read_bytes() + b"\0")  # a size its commit did not record
+    code, out, err = same(capsys, server, "query", "-p", "logs", "-f", "json")
+    assert code == 1 and out == "" and err.startswith(f"error: data object {obj.id} of pool logs")
+    with server.client("read") as c, c.stream("GET", "/v1/pools/logs/query") as r:
+        assert r.status_code == 200  # the error came after the response started
+        reader = pa.ipc.open_stream(r.read())
+        _, meta = reader.read_next_batch_with_custom_metadata()
+        assert json.loads(meta[b"lake.error"])["type"] == "CorruptDataObjectError"
