@@ -74,15 +74,43 @@ def stop_server(server: Server) -> None:
         server.process.wait()
 
 
-@pytest.fixture
-def served_lake(lake_uri: str) -> Lake:
-    """A lake (local or S3) with pool ``logs`` (key ``ts:asc``) holding one commit."""
+def seed_lake(uri: str) -> Lake:
+    """A new lake at ``uri`` with pool ``logs`` (key ``ts:asc``) holding one commit."""
     import pyarrow as pa
 
-    lake = Lake.init(LakeConfig(uri=lake_uri, user="tester"))
+    lake = Lake.init(LakeConfig(uri=uri, user="tester"))
     pool = lake.create_pool("logs", "ts:asc", target_size=64 * 1024)
     pool.load(pa.table({"ts": [1, 2, 3], "msg": ["a", "b", "c"]}), message="seed")
     return lake
+
+
+@pytest.fixture
+def served_lake(lake_uri: str) -> Lake:
+    """A lake (local or S3) with pool ``logs`` (key ``ts:asc``) holding one commit."""
+    return seed_lake(lake_uri)
+
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def shared_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """One server per module and store, for tests that change nothing (each checks so)."""
+    import uuid
+
+    import boto3
+
+    tmp = tmp_path_factory.mktemp("served")
+    if request.param == "local":
+        uri = str(tmp / "lake")
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        bucket = f"t-{uuid.uuid4().hex[:20]}"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+        uri = f"s3://{bucket}/lake"
+    seed_lake(uri)
+    srv = start_server(uri, tmp)
+    yield srv
+    stop_server(srv)
 
 
 @pytest.fixture

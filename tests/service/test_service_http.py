@@ -1,6 +1,7 @@
 """The service's HTTP surface against bad input, on a real server over local disk and moto S3:
 each refusal is a clean 4xx JSON ``{"error": …}``, the lake is byte for byte unchanged (every
-key and size), and the server keeps serving."""
+key and size), and the server keeps serving. Since nothing here may change the lake, the tests
+share one server per store (``shared_server``), which also shows it keeps serving after each."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ import pytest
 from lake_core import Lake
 from lake_core.stores.factory import open_store
 from tests.service.conftest import Server, start_server, stop_server
+
+
+@pytest.fixture
+def server(shared_server: Server) -> Server:
+    return shared_server
 
 
 def lake_files(uri: str) -> dict[str, int]:
