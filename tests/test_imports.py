@@ -59,9 +59,7 @@ def private_imports() -> list[str]:
             elif isinstance(node, ast.Import):
                 for name in node.names:
                     if name.name.startswith(PACKAGES):
-                        aliases[name.asname or name.name.split(".")[0]] = (
-                            name.asname and name.name or name.name.split(".")[0]
-                        )
+                        aliases[name.asname or name.name.split(".")[0]] = name.asname and name.name or name.name.split(".")[0]
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Attribute)
@@ -83,10 +81,7 @@ def test_the_private_import_check_can_fail() -> None:
     bad = ROOT / "lake_core" / "zz_private_import_probe.py"
     bad.write_text("from lake_core.pool import _LRU\n")
     try:
-        assert (
-            "lake_core.zz_private_import_probe: from lake_core.pool import _LRU"
-            in private_imports()
-        )
+        assert "lake_core.zz_private_import_probe: from lake_core.pool import _LRU" in private_imports()
     finally:
         bad.unlink()
 
