@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime
+from typing import cast
 
 from lake_cli.context import LakeContext
+from lake_core.remote.uri import is_remote_uri
 
 #: Rows per Arrow batch handed from DuckDB to the writers.
 _BATCH_ROWS = 64 * 1024
@@ -39,12 +41,13 @@ def run_sql_query(
     # that terminal too (they would interleave), never for JSON (read by programs).
     show = sys.stderr.isatty() and (output is not None or not sys.stdout.isatty())
     show = show and fmt != "json"
+    if is_remote_uri(lk.config().uri):
+        _run_remote(lk, sql, as_of, stats, fmt, output, derived=derived, explain=explain)
+        return
     lake = lk.lake()
     run = run_sql(sql, lake.pool, lake, as_of=as_of, progress=show, derived=derived)
     if explain:
-        reasons = run.derivation.reasons if run.derivation is not None else []
-        for line in reasons or ["derived pools not considered (--no-derived)"]:
-            sys.stderr.write(f"derived: {line}\n")
+        _explain(run.derivation.reasons if run.derivation is not None else None)
     try:
         with engine_progress(run.connection.query_progress, show):
             reader = run.relation.to_arrow_reader(_BATCH_ROWS)
@@ -53,3 +56,33 @@ def run_sql_query(
         raise engine_error(e) from None
     if stats:
         sys.stderr.write(json.dumps({**run.stats(), "answered_from": run.answered_from}) + "\n")
+
+
+def _explain(reasons: list[str] | None) -> None:
+    for line in reasons or ["derived pools not considered (--no-derived)"]:
+        sys.stderr.write(f"derived: {line}\n")
+
+
+def _run_remote(
+    lk: LakeContext,
+    sql: str,
+    as_of: datetime | None,
+    stats: bool,
+    fmt: str,
+    output: str | None,
+    *,
+    derived: bool,
+    explain: bool,
+) -> None:
+    """The same query through the lake service: its records, ``--stats`` and ``--explain``
+    come from the server (which runs DuckDB next to the lake)."""
+    from lake_cli.output import write_output  # deferred: pyarrow (lake --help)
+    from lake_core.remote.lake import RemoteLake
+
+    lake = cast(RemoteLake, lk.lake())
+    result = lake.sql_run(sql, as_of=as_of, derived=derived)
+    if explain:
+        _explain(result.reasons)
+    write_output(result.reader(), fmt, output)
+    if stats:
+        sys.stderr.write(json.dumps(result.stats.to_json()) + "\n")

@@ -11,9 +11,11 @@ an invalid name, 400. Uploaded file names are only labels in messages, never pat
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+import pyarrow as pa
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
@@ -29,6 +31,7 @@ from lake_core.remote.wire import (
     API_PREFIX,
     ARROW_FILE,
     ARROW_STREAM,
+    EXPLAIN_HEADER,
     NDJSON,
     OBJECTS_HEADER,
 )
@@ -159,6 +162,62 @@ def catalog_log(request: Request, limit: int | None = None) -> dict[str, Any]:
     if limit is not None and limit < 0:
         raise UsageError("limit must be 0 or more")
     return {"versions": [v.to_json() for v in _state(request).lake.catalog_versions(limit)]}
+
+
+class SqlQuery(BaseModel):
+    sql: str
+    as_of: str | None = None
+    derived: bool = True
+
+
+#: Rows per Arrow batch DuckDB hands the stream.
+SQL_BATCH_ROWS = 64 * 1024
+
+
+@router.post(
+    "/sql",
+    dependencies=[needs(Scope.READ), Depends(json_body)],
+    response_class=StreamingResponse,
+    responses={200: {"content": {ARROW_STREAM: {}, NDJSON: {}}}},
+)
+def sql(request: Request, body: SqlQuery, format: str = "arrow") -> Response:
+    """Read-only SQL over the lake's pools (``lake query "SQL"``, docs/sql.md), streamed as
+    a query's records are: the Arrow stream's trailer holds the per-pool read counters and
+    ``answered_from``; the ``lake-explain`` header says whether a derived pool answered."""
+    import duckdb
+
+    from lake_core.sql import engine_error, run_sql
+
+    if format not in ("arrow", "ndjson"):
+        raise UsageError(f"format must be arrow or ndjson, not {format!r}")
+    lake = _state(request).lake
+    run = run_sql(body.sql, lake.pool, lake, as_of=_time(body.as_of), derived=body.derived)
+    try:
+        reader = run.relation.to_arrow_reader(SQL_BATCH_ROWS)
+    except duckdb.Error as e:
+        run.connection.close()
+        raise engine_error(e) from None
+    except BaseException:
+        run.connection.close()
+        raise
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from reader
+        except duckdb.Error as e:
+            raise engine_error(e) from None
+        finally:
+            run.connection.close()
+
+    def stats() -> dict[str, Any]:
+        return {**run.stats(), "answered_from": run.answered_from}
+
+    reasons = run.derivation.reasons if run.derivation is not None else None
+    headers = {EXPLAIN_HEADER: json.dumps(reasons)}
+    if format == "ndjson":
+        return StreamingResponse(ndjson_stream(batches()), media_type=NDJSON, headers=headers)
+    stream = arrow_stream(reader.schema, batches(), stats)
+    return StreamingResponse(stream, media_type=ARROW_STREAM, headers=headers)
 
 
 # -- one pool: reads --------------------------------------------------------------------------

@@ -122,11 +122,16 @@ class ServiceClient:
 
     @contextmanager
     def stream(
-        self, path: str, params: Mapping[str, Any] | None = None
+        self, path: str, params: Mapping[str, Any] | None = None, body: Any = None
     ) -> Iterator[httpx.Response]:
-        """A GET whose body is read as it arrives; error responses raise before the yield."""
+        """A GET (a POST of JSON ``body`` when given) whose answer is read as it arrives;
+        error responses raise before the yield."""
+        method, content = ("GET", None) if body is None else ("POST", json.dumps(body).encode())
+        headers = {"Content-Type": JSON} if content is not None else None
         try:
-            with self._http.stream("GET", path, params=_params(params)) as response:
+            with self._http.stream(
+                method, path, params=_params(params), content=content, headers=headers
+            ) as response:
                 self._raise_for(response)
                 yield response
         except httpx.HTTPError as e:

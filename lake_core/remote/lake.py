@@ -33,6 +33,7 @@ from lake_core.registry import PoolConfig
 from lake_core.remote.client import ServiceClient, pool_path
 from lake_core.remote.wire import (
     ERROR_METADATA_KEY,
+    EXPLAIN_HEADER,
     OBJECTS_HEADER,
     POOLS_ROUTE,
     STATS_METADATA_KEY,
@@ -120,6 +121,15 @@ class RemoteLake:
         doc = self.client.get_json("/catalog/log", {"limit": limit})
         return [CatalogVersion.from_json(v) for v in doc["versions"]]
 
+    def sql_run(
+        self, sql: str, *, as_of: datetime | None = None, derived: bool = True
+    ) -> RemoteScan:
+        """Read-only SQL over the served lake (``lake query "SQL"``): its records stream as a
+        scan's do; ``stats.to_json()`` then holds the per-pool counters and
+        ``answered_from``, ``reasons`` what ``--explain`` prints."""
+        body = {"sql": sql, "as_of": None if as_of is None else to_iso(as_of), "derived": derived}
+        return RemoteScan(self.client, "/sql", {"format": "arrow"}, body)
+
     def create_pool(
         self,
         name: str,
@@ -158,13 +168,13 @@ class RemoteReadStats:
     """A remote scan's counters: zero until the stream ended, then the server's."""
 
     def __init__(self) -> None:
-        self.counters: dict[str, int] = {}
+        self.counters: dict[str, Any] = {}
 
     @property
     def objects_read(self) -> int:
         return int(self.counters.get("objects_read", 0))
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         return dict(self.counters)
 
 
@@ -197,17 +207,22 @@ class RemoteScan:
     A stream that ends without its trailer (the connection cut) raises RemoteError: a cut
     result is never taken for a whole one."""
 
-    def __init__(self, client: ServiceClient, path: str, params: dict[str, Any]) -> None:
+    def __init__(
+        self, client: ServiceClient, path: str, params: dict[str, Any], body: Any = None
+    ) -> None:
         self._stack = ExitStack()
         try:
-            response = self._stack.enter_context(client.stream(path, params))
+            response = self._stack.enter_context(client.stream(path, params, body))
             total = int(response.headers.get(OBJECTS_HEADER, "0"))
+            explain = response.headers.get(EXPLAIN_HEADER)
             self._reader = pa.ipc.open_stream(_ResponseFile(response.iter_bytes()))
         except BaseException:
             self._stack.close()
             raise
         self.out_schema: pa.Schema = self._reader.schema
         self.objects: list[None] = [None] * total
+        #: For SQL: why a derived pool did or did not answer (None: not considered).
+        self.reasons: list[str] | None = None if explain is None else json.loads(explain)
         self.stats = RemoteReadStats()
         self._done = False
 

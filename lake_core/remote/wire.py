@@ -43,6 +43,9 @@ NDJSON: Final = "application/x-ndjson"
 ARROW_FILE: Final = "application/vnd.apache.arrow.file"
 #: Response header of a query: how many objects the scan plans to read (progress bars).
 OBJECTS_HEADER: Final = "lake-objects-total"
+#: Response header of a SQL query: JSON, the reasons a derived pool did or did not answer it
+#: (``lake query --explain``), null when derived pools were not considered.
+EXPLAIN_HEADER: Final = "lake-explain"
 #: Custom metadata key of the last, empty batch of a query's Arrow stream: the read counters
 #: (``lake query --stats``) as JSON, known only once every batch was sent.
 STATS_METADATA_KEY: Final = b"lake.stats"
@@ -106,9 +109,7 @@ def error_body(error: BaseException) -> dict[str, Any]:
     """The JSON body of a failed request. Lake errors carry their type and facts (their
     ``args`` and public attributes, when JSON can hold them); anything else only a message."""
     body: dict[str, Any] = {"error": str(error)}
-    if isinstance(error, LakeError) and getattr(lake_errors, type(error).__name__, None) is type(
-        error
-    ):
+    if isinstance(error, LakeError) and type(error).__module__ in ERROR_MODULES:
         args = list(error.args)
         attrs = {k: v for k, v in vars(error).items() if not k.startswith("_")}
         if _jsonable(args) and _jsonable(attrs):
@@ -131,9 +132,23 @@ def error_from_body(status: int, body: Any) -> LakeError:
     return RemoteError(message, status)
 
 
+#: The modules whose lake errors cross the wire by type (the client can import them).
+ERROR_MODULES: Final = ("lake_core.errors", "lake_core.sql.errors")
+
+
+def _error_class(name: str) -> Any:
+    found = getattr(lake_errors, name, None)
+    if found is None and name.startswith("Sql"):
+        # Only for SQL errors: importing lake_core.sql brings DuckDB.
+        from lake_core.sql import errors as sql_errors
+
+        found = getattr(sql_errors, name, None)
+    return found
+
+
 def _rebuild(body: dict[str, Any]) -> LakeError | None:
     name, args, attrs = body.get("type"), body.get("args"), body.get("attrs")
-    cls = getattr(lake_errors, name, None) if isinstance(name, str) else None
+    cls = _error_class(name) if isinstance(name, str) else None
     if not (isinstance(cls, type) and issubclass(cls, LakeError)):
         return None
     if not isinstance(args, list) or not isinstance(attrs, dict):

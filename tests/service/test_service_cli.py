@@ -62,6 +62,14 @@ def test_reads_print_what_the_lake_prints(
         assert code == 0 and out, args
     code, _, err = same(capsys, server, "query", "-p", "logs", "--stats", "-f", "json")
     assert json.loads(err)["rows_read"] == 3
+    for args in (
+        ("query", "SELECT msg, ts * 2 AS t FROM logs ORDER BY ts DESC", "-f", "json"),
+        ("query", "SELECT count(*) AS n FROM logs WHERE ts >= 2", "--stats", "--explain"),
+        ("query", 'SELECT id, message FROM "logs$commits"', "-f", "csv"),
+        ("query", "SELECT * FROM logs", "--no-derived", "--explain", "-f", "json"),
+    ):
+        code, out, err = same(capsys, server, *args, scope="read")
+        assert code == 0 and out, (args, err)
     tip = run(capsys, "--lake", server.lake_uri, "log", "-p", "logs", "-f", "json")[1]
     date = json.loads(tip.splitlines()[0])["date"]
     assert same(capsys, server, "query", "-p", "logs", "--as-of", date, "-f", "csv")[0] == 0
@@ -137,6 +145,11 @@ def test_errors_print_what_the_lake_prints(
             "error: unknown column 'zz' in --where\n",
         ),
         (("query", "-p", "../etc"), 2, None),
+        (("query", "SELECT nope FROM logs"), 1, None),
+        (("query", "SELECT FROM WHERE"), 1, None),
+        (("query", "DELETE FROM logs"), 1, None),
+        (("query", "SELECT * FROM missing"), 1, None),
+        (("query", "SELECT CAST(msg AS INTEGER) FROM logs"), 1, None),
         (("revert", "-p", "logs", "0ujtsYcgvSTl8PAuAdqWYSMnLOv"), 1, None),
         (("merge", "-p", "logs", "main", "--into", "main"), 2, None),
         (("branch", "-p", "logs", "-d", "main"), None, None),
