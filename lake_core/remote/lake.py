@@ -183,7 +183,7 @@ class _ResponseFile(io.RawIOBase):
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         self._chunks = chunks
-        self._pending = b""
+        self._pending: memoryview | bytes = b""
 
     def readable(self) -> bool:
         return True
@@ -193,11 +193,17 @@ class _ResponseFile(io.RawIOBase):
             chunk = next(self._chunks, None)
             if chunk is None:
                 return 0
-            self._pending = chunk
+            self._pending = memoryview(chunk)
         n = min(len(buffer), len(self._pending))
         buffer[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+def _response_reader(chunks: Iterator[bytes]) -> io.BufferedReader:
+    """The body as a buffered file: ``read(n)`` returns n bytes unless the body ended (a raw
+    read returns what one chunk holds, which pyarrow would take for the end of the stream)."""
+    return io.BufferedReader(_ResponseFile(chunks), buffer_size=1 << 20)
 
 
 class RemoteScan:
@@ -215,7 +221,7 @@ class RemoteScan:
             response = self._stack.enter_context(client.stream(path, params, body))
             total = int(response.headers.get(OBJECTS_HEADER, "0"))
             explain = response.headers.get(EXPLAIN_HEADER)
-            self._reader = pa.ipc.open_stream(_ResponseFile(response.iter_bytes()))
+            self._reader = pa.ipc.open_stream(_response_reader(response.iter_bytes()))
         except BaseException:
             self._stack.close()
             raise

@@ -70,6 +70,17 @@ def test_python_reads_equal_the_lake(server: Server, served_lake: Lake, tmp_path
     assert issubclass(NotServedError, LakeError)
 
 
+def test_large_results_stream_whole(server: Server, served_lake: Lake) -> None:
+    """Batches of megabytes arrive in many network reads: the client reassembles them."""
+    n = 300_000
+    table = pa.table({"ts": pa.array(range(n), pa.int64()), "msg": [f"m{i:08d}" for i in range(n)]})
+    served_lake.create_pool("big", "ts:asc").load(table)
+    local = served_lake.pool("big").read()
+    remote = Lake.open(server.url, token=server.tokens["read"]).pool("big")
+    assert remote.read().equals(local)
+    assert remote.read(where="ts >= 123456 AND ts < 200000").num_rows == 200000 - 123456
+
+
 def test_arrow_and_ndjson_streams(server: Server) -> None:
     with server.client("read") as c, c.stream("GET", "/v1/pools/logs/query") as r:
         assert r.headers["content-type"] == "application/vnd.apache.arrow.stream"
