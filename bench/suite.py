@@ -71,6 +71,7 @@ MODULES = [
     Module("derived", "derived_bench.py", (), ("--quick",)),
     Module("spark", "spark_bench.py", (), ("--sf", "0.01", "--repeat", "1")),
     Module("export", "export_bench.py", (), ("--sf", "0.01", "--repeat", "1")),
+    Module("service", "service_bench.py", (), ("--quick",)),
     Module("startup", "cli_startup_bench.py", (), ("--runs", "3")),
     Module("metadata", "metadata_bench.py", (), ("--objects", "500", "--per-commit", "50")),
 ]

@@ -1,7 +1,8 @@
 """Query results as a byte stream: Arrow IPC (the Python client's format) or NDJSON.
 
 Invariants: the schema goes first, then one IPC message a batch, each yielded as soon as it is
-encoded (nothing buffers the whole result). The Arrow stream always ends with an empty batch
+encoded (nothing buffers the whole result); the bytes are those pyarrow's stream writer
+writes. The Arrow stream always ends with an empty batch
 whose custom metadata holds either the read counters (``lake.stats``) or, when reading failed
 after the response had started, the error (``lake.error``, the body an error response would
 have had): a client can tell a complete result from a cut one.
@@ -23,6 +24,44 @@ from lake_core.clock import to_iso
 from lake_core.remote.wire import ERROR_METADATA_KEY, STATS_METADATA_KEY, error_body
 
 
+def _trailer(schema: pa.Schema, metadata: dict[bytes, bytes]) -> bytes:
+    """The closing messages: an empty batch carrying ``metadata``, then end-of-stream. A stream
+    writer starts with the schema message, which the stream already has: it is cut off."""
+    buf = io.BytesIO()
+    with pa.ipc.new_stream(buf, schema) as writer:
+        writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema), custom_metadata=metadata)
+    data = buf.getvalue()
+    head = schema.serialize().to_pybytes()
+    if not data.startswith(head):  # pragma: no cover - pyarrow writes the schema as serialize
+        raise RuntimeError("pyarrow's stream writer began with another schema message")
+    return data[len(head) :]
+
+
+def _has_dictionaries(schema: pa.Schema) -> bool:
+    return any(pa.types.is_dictionary(f.type) for f in schema)
+
+
+def arrow_stream(
+    schema: pa.Schema, batches: Iterator[pa.RecordBatch], stats: Callable[[], dict[str, Any]]
+) -> Iterator[bytes | memoryview]:
+    """The IPC stream of ``batches``, closed by the trailer batch (stats or error). Each batch
+    is one ``RecordBatch.serialize`` buffer, handed on without another copy (the bytes a stream
+    writer would write; a schema with dictionary columns goes through the writer, which also
+    sends their dictionaries)."""
+    if _has_dictionaries(schema):
+        yield from _written_stream(schema, batches, stats)
+        return
+    yield schema.serialize().to_pybytes()
+    trailer: dict[bytes, bytes]
+    try:
+        for batch in batches:
+            yield memoryview(batch.serialize())
+        trailer = {STATS_METADATA_KEY: json.dumps(stats()).encode()}
+    except Exception as e:  # noqa: BLE001 - reported to the client in the trailer
+        trailer = {ERROR_METADATA_KEY: json.dumps(error_body(e)).encode()}
+    yield _trailer(schema, trailer)
+
+
 def _drain(buf: io.BytesIO) -> bytes:
     data = buf.getvalue()
     buf.seek(0)
@@ -30,13 +69,12 @@ def _drain(buf: io.BytesIO) -> bytes:
     return data
 
 
-def arrow_stream(
+def _written_stream(
     schema: pa.Schema, batches: Iterator[pa.RecordBatch], stats: Callable[[], dict[str, Any]]
 ) -> Iterator[bytes]:
-    """The IPC stream of ``batches``, closed by the trailer batch (stats or error)."""
+    """:func:`arrow_stream` through pyarrow's stream writer, for schemas with dictionaries."""
     buf = io.BytesIO()
     writer = pa.ipc.new_stream(buf, schema)
-    yield _drain(buf)
     trailer: dict[bytes, bytes]
     try:
         for batch in batches:
@@ -45,8 +83,7 @@ def arrow_stream(
         trailer = {STATS_METADATA_KEY: json.dumps(stats()).encode()}
     except Exception as e:  # noqa: BLE001 - reported to the client in the trailer
         trailer = {ERROR_METADATA_KEY: json.dumps(error_body(e)).encode()}
-    empty = pa.RecordBatch.from_pylist([], schema=schema)
-    writer.write_batch(empty, custom_metadata=trailer)
+    writer.write_batch(pa.RecordBatch.from_pylist([], schema=schema), custom_metadata=trailer)
     writer.close()
     yield _drain(buf)
 
