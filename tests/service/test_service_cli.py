@@ -52,6 +52,8 @@ def test_reads_print_what_the_lake_prints(
         ("objects", "-p", "logs"),
         ("objects", "-p", "logs", "-f", "json"),
         ("branch", "-p", "logs"),
+        ("schema", "-p", "logs"),
+        ("schema", "-p", "logs", "-f", "json"),
         ("catalog", "log"),
         ("catalog", "log", "-f", "json"),
         ("cleanup", "-p", "logs", "--dry-run", "--grace", "0"),
