@@ -7,7 +7,8 @@ direct Python path and the CLI, on loopback, over a lake on local disk.
 - **Small commits**: ``--clients`` processes (8) each make ``--loads`` loads of 10 NDJSON rows,
   one commit each, all at once (they start together at a barrier, after opening the lake):
   *direct*, ``Lake.open(path).pool(P).load([stream])`` in each process; *service*, the same
-  calls on ``Lake.open("http://…")`` (one server, ``python -m lake_service``, no access log);
+  calls on ``Lake.open("http://…")`` (one server, ``python -m lake_service``, no access log),
+  and again on a server of ``--workers`` processes (2);
   *CLI*, ``lake load -p P FILE`` as a new process per load (``--cli-loads`` each), straight into
   the lake. Each mode loads into its own new pool. loads/s counts acknowledged loads over the
   wall time from the barrier to the last one; latencies are per load.
@@ -132,10 +133,11 @@ def summary(loads: int, wall: float, latencies: list[float]) -> dict[str, Any]:
     }
 
 
-def start_server(root: str, tmp: Path) -> tuple[subprocess.Popen[bytes], str]:
-    logf = tmp / "server.log"
+def start_server(root: str, tmp: Path, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    logf = tmp / f"server-{workers}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "lake_service", "--lake", root, "--listen", "127.0.0.1:0"]
+    cmd += ["--workers", str(workers)]
     with open(logf, "wb") as out:
         proc = subprocess.Popen(
             [*cmd, "--no-access-log"], stdout=out, stderr=subprocess.STDOUT, env=env
@@ -174,21 +176,25 @@ def main() -> None:
     p.add_argument("--cli-loads", type=int, default=4)
     p.add_argument("--sf", type=float, default=0.2)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--workers", type=int, default=2, help="server processes of the second server")
     args = p.parse_args()
     if args.quick:
         args.loads, args.cli_loads, args.sf, args.repeat = 5, 1, 0.01, 1
     tmp = Path(tempfile.mkdtemp(prefix="service-bench-"))
     root = str(tmp / "lake")
     lake = Lake.init(LakeConfig(uri=root, user="bench"))
-    for name in ("small_direct", "small_service", "small_cli"):
+    for name in ("small_direct", "small_service", "small_workers", "small_cli"):
         lake.create_pool(name, "ts:asc")
     server, url = start_server(root, tmp)
+    server2, url2 = start_server(root, tmp, args.workers)
     results: dict[str, Any] = {"args": vars(args)}
     try:
         log(f"small commits: {args.clients} clients x {args.loads} loads, direct")
         results["direct"] = run_clients(root, "small_direct", args.clients, args.loads)
         log("small commits through the service")
         results["service"] = run_clients(url, "small_service", args.clients, args.loads)
+        log(f"small commits through the service with {args.workers} workers")
+        results["workers"] = run_clients(url2, "small_workers", args.clients, args.loads)
         log(f"small commits, CLI per process ({args.cli_loads} each)")
         results["cli"] = run_cli(root, "small_cli", args.clients, args.cli_loads, tmp)
 
@@ -211,8 +217,9 @@ def main() -> None:
                 runs.setdefault(name, []).append(timed_scan(pool, pred))
         results["queries"] = runs
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        for proc in (server, server2):
+            proc.terminate()
+            proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     OUT.mkdir(exist_ok=True)
     (OUT / "service-bench.json").write_text(json.dumps(results, indent=1, default=str))
@@ -226,15 +233,18 @@ def main() -> None:
     for label, r in (
         ("direct (Python API)", d),
         ("through the service", s),
+        (f"through the service, {args.workers} workers", results["workers"]),
         ("CLI, a process per load", c),
     ):
         print(
             f"| {label} | {r['loads']} | {r['loads_per_s']:.1f} | {r['p50_ms']:.0f} | "
             f"{r['p99_ms']:.0f} |"
         )
+    wk = results["workers"]
     print(
         f"\nService throughput: {100 * s['loads_per_s'] / d['loads_per_s']:.0f}% of the direct "
-        f"path (goal ≥ 80%).\n"
+        f"path with one server process, {100 * wk['loads_per_s'] / d['loads_per_s']:.0f}% with "
+        f"{args.workers} (goal ≥ 80%).\n"
     )
     q = results["queries"]
     rows_day, rows_all = q["day_direct"][0][1], q["all_direct"][0][1]

@@ -28,6 +28,7 @@ def parse(argv: Sequence[str]) -> tuple[LakeConfig, ServiceSettings]:
     p.add_argument("--max-body", default="1GB", metavar="SIZE")
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--no-access-log", action="store_true")
+    p.add_argument("--workers", type=int, default=1, metavar="N")
     args = p.parse_args(list(argv))
     host, port = parse_listen(args.listen)
     settings = ServiceSettings(
@@ -39,6 +40,7 @@ def parse(argv: Sequence[str]) -> tuple[LakeConfig, ServiceSettings]:
         max_body=parse_size(args.max_body),
         insecure=args.insecure,
         access_log=not args.no_access_log,
+        workers=args.workers,
     )
     return LakeConfig.resolve(uri=args.lake, zookeeper=args.zk), settings
 

@@ -1,12 +1,16 @@
 """``/metrics`` in the Prometheus text format: requests, latency, errors, commits.
 
 Each app has its own registry (two apps in one process, as in tests, never share counters).
-Requests are labelled by route template (``/v1/pools/{pool}/log``), never by the raw path, so
+With several worker processes (``lake serve --workers N``) each writes its values to files in
+``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode, chosen when that
+variable is set before the worker starts) and ``/metrics`` sums every worker's. Requests are
+labelled by route template (``/v1/pools/{pool}/log``), never by the raw path, so
 a client cannot grow the label set, and no label holds a pool name, token or query string.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -47,6 +51,12 @@ class ServiceMetrics:
         )
 
     def render(self) -> bytes:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
+
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+            return generate_latest(merged)
         return generate_latest(self.registry)
 
 

@@ -4,14 +4,24 @@
 (:meth:`ServiceSettings.check`), then blocks until interrupted. The first line on stdout,
 ``serving lake URI at http(s)://HOST:PORT``, carries the bound port (``--listen …:0`` asks
 for any free one): tests and scripts wait for it.
+
+With ``workers`` > 1 uvicorn starts that many processes on the one bound socket; each builds
+its app with :func:`app_from_environment` from the settings this process put in
+``LAKE_SERVICE_SETTINGS`` (the lake is stateless about commits, so workers are as safe as
+separate servers), and their metrics are merged through ``PROMETHEUS_MULTIPROC_DIR``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import shutil
 import socket
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -49,19 +59,63 @@ def serve(config: LakeConfig, settings: ServiceSettings) -> None:
     port = sock.getsockname()[1]
     scheme = "https" if settings.tls_cert else "http"
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level="info",
-            access_log=settings.access_log,
-            ssl_certfile=str(settings.tls_cert) if settings.tls_cert else None,
-            ssl_keyfile=str(settings.tls_key) if settings.tls_key else None,
-            # Slow clients: a connection idle this long between requests is closed.
-            timeout_keep_alive=5,
-            server_header=False,
-        )
-    )
+    options: dict[str, Any] = {
+        "log_level": "info",
+        "access_log": settings.access_log,
+        "ssl_certfile": str(settings.tls_cert) if settings.tls_cert else None,
+        "ssl_keyfile": str(settings.tls_key) if settings.tls_key else None,
+        # Slow clients: a connection idle this long between requests is closed.
+        "timeout_keep_alive": 5,
+        "server_header": False,
+    }
     sys.stdout.write(f"serving lake {config.uri} at {scheme}://{shown}:{port}\n")
     sys.stdout.flush()
+    if settings.workers > 1:
+        _serve_workers(config, settings, sock, options)
+        return
+    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
+    server = uvicorn.Server(uvicorn.Config(app, **options))
     asyncio.run(server.serve(sockets=[sock]))
+
+
+#: The environment variable that hands the settings to worker processes (JSON).
+SETTINGS_VAR = "LAKE_SERVICE_SETTINGS"
+
+
+def _serve_workers(
+    config: LakeConfig, settings: ServiceSettings, sock: socket.socket, options: dict[str, Any]
+) -> None:
+    metrics_dir = tempfile.mkdtemp(prefix="lake-service-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    os.environ[SETTINGS_VAR] = json.dumps(
+        {
+            "uri": config.uri,
+            "zookeeper": config.zookeeper,
+            "user": config.user,
+            "tokens": None if settings.tokens is None else str(settings.tokens),
+            "max_body": settings.max_body,
+        }
+    )
+    try:
+        uvicorn.run(
+            "lake_service.server:app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            fd=sock.fileno(),
+            **options,
+        )
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def app_from_environment() -> Any:
+    """A worker's app (uvicorn calls it in each worker process): the settings ``serve`` put in
+    :data:`SETTINGS_VAR`, checked again, the lake opened in this process."""
+    saved = json.loads(os.environ[SETTINGS_VAR])
+    config = LakeConfig.resolve(uri=saved["uri"], zookeeper=saved["zookeeper"], user=saved["user"])
+    tokens = saved["tokens"]
+    settings = ServiceSettings(
+        tokens=None if tokens is None else Path(tokens), max_body=int(saved["max_body"])
+    )
+    logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
+    return build(config, settings)

@@ -30,6 +30,8 @@ class ServiceSettings:
     insecure: bool = False
     #: Write one access log line a request (never with tokens or secrets: :mod:`.logs`).
     access_log: bool = True
+    #: Server processes on the one socket (uvicorn's workers); each opens the lake itself.
+    workers: int = 1
 
     def check(self) -> None:
         """Refuse settings that would serve the lake open or half-configured."""
@@ -37,6 +39,8 @@ class ServiceSettings:
             raise UsageError("--tls-cert and --tls-key go together")
         if self.max_body < 1:
             raise UsageError("--max-body must be at least 1 byte")
+        if not 1 <= self.workers <= 64:
+            raise UsageError(f"--workers must be 1 to 64, not {self.workers}")
         if self.tokens is None and not self.insecure and not is_loopback(self.host):
             raise UsageError(
                 f"refusing to serve the lake on {self.host} without --tokens: anyone who can "

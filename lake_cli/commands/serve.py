@@ -54,6 +54,12 @@ _NEEDS = ("lake_service", "fastapi", "uvicorn", "prometheus_client", "multipart"
     "read and change the lake)",
 )
 @option("--no-access-log", is_flag=True, help="no access log line per request")
+@option(
+    "--workers",
+    default="1",
+    metavar="N",
+    help="server processes sharing the address (default 1); each opens the lake itself",
+)
 @pass_lake
 def serve(
     lk: LakeContext,
@@ -64,6 +70,7 @@ def serve(
     max_body: str,
     insecure: bool,
     no_access_log: bool,
+    workers: str,
 ) -> None:
     config = lk.config()
     if is_remote_uri(config.uri):
@@ -83,6 +90,9 @@ def serve(
         argv.append("--insecure")
     if no_access_log:
         argv.append("--no-access-log")
+    if not workers.isdigit() or not 1 <= int(workers) <= 64:
+        raise UsageError(f"--workers must be 1 to 64, not {workers!r}")
+    argv += ["--workers", workers]
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

@@ -144,6 +144,7 @@ def test_refuses_to_serve_unsafely(served_lake: Lake, tmp_path: Path) -> None:
             "error: refusing to serve the lake on 0.0.0.0 without --tokens",
         ),
         (["--listen", "nohost"], 2, "error: --listen must be HOST:PORT"),
+        (["--listen", "127.0.0.1:0", "--workers", "0"], 2, "error: --workers must be 1 to 64"),
         (
             ["--listen", "127.0.0.1:0", "--tls-cert", "c.pem"],
             2,
@@ -231,3 +232,37 @@ def test_tls(served_lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert Lake.open(server.url, token=token).pool("logs").read().num_rows == 3
     finally:
         stop_server(server)
+
+
+@pytest.mark.parametrize("lake_uri", ["local"], indirect=True)
+def test_workers_share_the_address_and_the_metrics(served_lake: Lake, tmp_path: Path) -> None:
+    """--workers 2: two processes on one socket, each with its own lake handle; every load
+    lands once, /metrics counts the requests of both, their access logs stay redacted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.service.conftest import start_server, stop_server
+
+    server = start_server(served_lake.config.uri, tmp_path, "--workers", "2")
+    try:
+        pool = Lake.open(server.url, token=server.tokens["write"]).pool("logs")
+
+        def load(i: int) -> str:
+            f = tmp_path / f"w{i}.ndjson"
+            f.write_text(f'{{"ts": {100 + i}, "msg": "w"}}\n')
+            return (
+                Lake.open(server.url, token=server.tokens["write"]).pool("logs").load([str(f)]).id
+            )
+
+        with ThreadPoolExecutor(4) as ex:
+            ids = list(ex.map(load, range(12)))
+        assert len(set(ids)) == 12
+        assert pool.read()["ts"].to_pylist() == [1, 2, 3, *range(100, 112)]
+        with server.client("read") as c:
+            assert c.get("/v1/pools", params={"token": "leak-me"}).status_code == 200
+        metrics = httpx.get(server.url + "/metrics").text
+        assert 'lake_commits_total{operation="load"} 12.0' in metrics
+        log = server.log_text()
+        assert "leak-me" not in log and "token=REDACTED" in log
+    finally:
+        stop_server(server)
+    assert server.process.returncode is not None
