@@ -18,17 +18,19 @@ ui: setup
 	  LAKE_LANDING=$(CURDIR)/.demo/landing $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 lint: setup
-	$(VENV)/bin/ruff check lake_core lake_cli lake_orchestration lake_spark tests bench scripts
+	$(VENV)/bin/ruff check lake_core lake_cli lake_orchestration lake_spark lake_service tests bench scripts
 	$(VENV)/bin/lint-imports
 
 typecheck: setup
-	$(VENV)/bin/mypy lake_core lake_cli lake_spark lake_orchestration
+	$(VENV)/bin/mypy lake_core lake_cli lake_spark lake_orchestration lake_service
 
+# Two pytest workers (pytest-xdist), one per core; a module's tests stay on one worker, so its
+# module-scoped fixtures start once. Every tier runs, the slow one included.
 test: setup lint typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 
 # Every benchmark module in turn, then docs/benchmarks.md regenerated from bench/benchmarks.md.in.
 bench: setup
