@@ -191,35 +191,10 @@ def test_lake_serve_runs_the_service(served_lake: Lake) -> None:
 def test_tls(served_lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--tls-cert/--tls-key serve HTTPS; the client verifies the certificate (SSL_CERT_FILE
     trusts a private one) and refuses one it cannot verify."""
-    import shutil
-
     from tests.service.conftest import start_server, stop_server
 
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    _self_signed(cert, key)
     server = start_server(
         served_lake.config.uri, tmp_path, "--tls-cert", str(cert), "--tls-key", str(key)
     )
@@ -266,3 +241,42 @@ def test_workers_share_the_address_and_the_metrics(served_lake: Lake, tmp_path: 
     finally:
         stop_server(server)
     assert server.process.returncode is not None
+
+
+def _self_signed(cert: Path, key: Path) -> None:
+    """A two-day certificate for 127.0.0.1 and its key, as PEM files (``cryptography``, which
+    moto needs anyway, so no ``openssl`` binary is assumed)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(private, hashes.SHA256())
+    )
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
