@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lake_core.stats import ColumnMeta, column_meta
-from lake_core.stitch import Fragment, parse_fragment
+from lake_core.stitch import Fragment, split_fragment
 
 #: Microseconds per unit of a Parquet timestamp (pyarrow writes Arrow seconds as milliseconds:
 #: the unit is read from the file's logical type, not from the Arrow type).
@@ -70,7 +70,7 @@ def encode_group(
     ) as w:
         w.write_table(group, row_group_size=max(1, group.num_rows))
     meta = w.writer.metadata
-    fragment = parse_fragment(memoryview(sink.getvalue()))
+    fragment = split_fragment(memoryview(sink.getvalue()))
     return EncodedGroup(fragment, group.num_rows, group_stats(group, meta), group.select(key_names))
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 MAGIC = b"PAR1"
@@ -189,26 +188,53 @@ def _shifted(fields: list[Field], shifts: dict[int, int]) -> list[Field]:
     return [(f, t, v + shifts[f]) if f in shifts else (f, t, v) for f, t, v in fields]
 
 
-@dataclass(frozen=True)
 class Fragment:
-    """One row group encoded as a whole Parquet file: its chunks' bytes and decoded footer."""
+    """One row group encoded as a whole Parquet file: its chunks' bytes and its footer, decoded
+    on first use (an object of one row group is the fragment as it is: :func:`stitch` does not
+    decode its footer, which is most of a small write's Python time)."""
 
-    data: bytes | memoryview
-    footer: list[Field]
-    body_end: int  # where the chunks end (the footer starts)
+    __slots__ = ("data", "body_end", "_footer")
+
+    def __init__(self, data: bytes | memoryview, body_end: int) -> None:
+        self.data = data
+        self.body_end = body_end  # where the chunks end (the footer starts)
+        self._footer: list[Field] | None = None
 
     @property
     def body(self) -> memoryview:
         return _bytes_view(self.data)[len(MAGIC) : self.body_end]
 
+    @property
+    def footer(self) -> list[Field]:
+        """The decoded footer, checked to be stitchable (see :func:`parse_fragment`)."""
+        if self._footer is None:
+            self._footer = _check_fragment(self.data, self.body_end)
+        return self._footer
 
-def parse_fragment(data: bytes | memoryview) -> Fragment:
-    """Split a one-row-group Parquet file into its chunks and its decoded footer."""
-    view = _bytes_view(data)
+
+def _footer_start(view: memoryview) -> int:
     if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
         raise StitchError("not a Parquet file")
     (footer_len,) = struct.unpack("<I", view[-8:-4])
-    start = len(view) - 8 - footer_len
+    return len(view) - 8 - footer_len
+
+
+def split_fragment(data: bytes | memoryview) -> Fragment:
+    """A one-row-group Parquet file as a fragment, its footer decoded (and checked) only when
+    :func:`stitch` needs it."""
+    return Fragment(data, _footer_start(_bytes_view(data)))
+
+
+def parse_fragment(data: bytes | memoryview) -> Fragment:
+    """Split a one-row-group Parquet file into its chunks and its decoded footer, checking now
+    that it can be stitched (one row group; no page index or bloom filter behind its chunks)."""
+    frag = split_fragment(data)
+    frag.footer  # noqa: B018 - decodes and checks
+    return frag
+
+
+def _check_fragment(data: bytes | memoryview, start: int) -> list[Field]:
+    view = _bytes_view(data)
     footer = _Reader(view[start : len(view) - 8]).struct()
     groups = _get(footer, _FILE_ROW_GROUPS)
     if groups is None or len(groups[1]) != 1:
@@ -229,7 +255,7 @@ def parse_fragment(data: bytes | memoryview) -> Fragment:
     body_end = max(ends, default=len(MAGIC))
     if body_end != start:
         raise StitchError(f"a fragment has {start - body_end} bytes between its chunks and footer")
-    return Fragment(data, footer, body_end)
+    return footer
 
 
 def _move_group(group: list[Field], shift: int, ordinal: int) -> list[Field]:
@@ -275,6 +301,11 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
     write them one after another)."""
     if not fragments:
         raise StitchError("nothing to stitch")
+    if len(fragments) == 1:
+        # One writer writing one row group writes the fragment itself: nothing moves.
+        view = _bytes_view(fragments[0].data)
+        end = fragments[0].body_end
+        return [view[: len(MAGIC)], view[len(MAGIC) : end], view[end:-8], view[-8:-4], view[-4:]]
     pieces: list[bytes | memoryview] = [MAGIC]
     groups = []
     rows = 0
@@ -338,10 +369,13 @@ def copy_row_groups(
             meta = _get(chunk, _CC_META)
             if meta is None:
                 raise StitchError("a column chunk has no metadata in the footer")
-            if any(
-                _get(chunk, f) is not None
-                for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
-            ) or _get(meta, _CM_BLOOM_FILTER) is not None:
+            if (
+                any(
+                    _get(chunk, f) is not None
+                    for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
+                )
+                or _get(meta, _CM_BLOOM_FILTER) is not None
+            ):
                 raise StitchError("row groups with page indexes or bloom filters")
             at = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
             begin, end = min(begin, at), max(end, at + _get(meta, 7))  # 7: compressed size
