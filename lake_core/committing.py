@@ -4,7 +4,9 @@ journal append; and the one rule for what a failed write leaves behind.
 The steps (see docs/architecture.md, "The commit protocol"):
 
 1. Data objects are already written (unique KSUID names, atomic puts): invisible until step 4.
-2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent).
+2. Read the branch journal's last entry (HEAD hint, probed forward) → the branch tip (parent);
+   a handle that saw the last entry lately (:meth:`~lake_core.journal.Journal.fresh_head`)
+   takes that one without a read, and step 4 finds out if it was not the last any more.
 3. :func:`plan_commit` — pure — checks the request against the parent's snapshot: deleting an
    object that is no longer live is a conflict; adds never conflict; the incoming schema must
    unify with the pool's; an upsert's request (``keys``) conflicts with a live object it did
@@ -164,9 +166,7 @@ def plan_commit(
         current = schema if schema is not None else parent.schema
         if current is not None:
             gone = set(deletes)
-            carried = {
-                c for o in parent.objects.values() if o.id not in gone for c in o.columns
-            }
+            carried = {c for o in parent.objects.values() if o.id not in gone for c in o.columns}
             carried.update(c for o in adds for c in o.columns)
             pruned = pa.schema([f for f in current if f.name in carried])
             if len(pruned) < len(current) and len(pruned) > 0:
@@ -249,8 +249,7 @@ def check_unread(parent: Snapshot, keys: KeySet, read_ids: frozenset[str]) -> No
     for obj in parent.objects.values():
         if obj.id not in read_ids and keys.meets(obj):
             raise CommitConflictError(
-                f"object {obj.id}, committed after this change was planned, holds keys it "
-                "writes"
+                f"object {obj.id}, committed after this change was planned, holds keys it writes"
             )
 
 
@@ -290,7 +289,12 @@ def commit(
     in_flight = False
     try:
         for attempt in range(retry.max_attempts):
-            head = pool.journal.read_head()
+            # A first attempt appends right after the head this handle saw last, if it saw it
+            # lately: the append's put-if-missing is the check (lake_core.journal), so a
+            # writer's next commit reads nothing first. Retries read the journal.
+            head = pool.journal.fresh_head() if attempt == 0 else None
+            if head is None or branch not in head.state:
+                head = pool.journal.read_head()
             if branch not in head.state:
                 raise BranchNotFoundError(branch, f"in pool {pool.name}")
             parent_id: str | None = head.state[branch]

@@ -22,11 +22,22 @@ next :meth:`Journal.read_head` starts there: it reads TAIL and probes forward, i
 reading HEAD, TAIL and the entry it already holds. TAIL is read because cleanup deletes entries
 below TAIL-1: if TAIL moved past the remembered entry, the remembered entry's successor may
 have been deleted, not never written, and the read starts from HEAD again.
+
+A writer may skip even that read (:meth:`Journal.fresh_head`): it appends N+1 right after the
+entry N it last saw as the head, if it saw it less than :data:`TRUST_HEAD_FOR` ago, and the
+put-if-missing is the check — taken means someone appended meanwhile (the writer re-reads and
+retries, as after any lost race). What makes this sound is that N+1, had it been written and
+then deleted, would have to be a vacated entry: cleanup deletes an entry below TAIL-1 only once
+its time is older than :data:`~lake_core.inflight.MIN_ORPHAN_AGE` (24 h), and an N+1 written
+after the writer saw N absent of it is younger than TRUST_HEAD_FOR plus the writers' clock skew
+(the margin the minimum orphan age leaves). So a put of N+1 that succeeds lands right after the
+real head, never into deleted history.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
@@ -55,6 +66,9 @@ JOURNAL_VERSION = 1
 #: How many entries a handle walks forward from the last entry it saw before it reads the HEAD
 #: hint instead: a handle far behind pays one GET for HEAD, not one per entry it missed.
 WALK_LIMIT = 4
+#: Seconds (monotonic) a handle trusts the head it saw to append after it without reading the
+#: journal first (see the module docstring): far below the minimum orphan age.
+TRUST_HEAD_FOR = 600.0
 
 
 @dataclass(frozen=True)
@@ -102,20 +116,35 @@ class Journal:
         #: HEAD rewrite is a create and a rename in the journal directory, which wait on the
         #: file system's journal behind the commit's fsyncs.
         self._head_every = LOCAL_HEAD_EVERY if store.local_path(layout.head) else 1
-        #: The newest entry this object read or wrote (see the module docstring).
+        #: The newest entry this object read or wrote (see the module docstring), and the
+        #: monotonic time by which entry ``_last.n + 1`` was known not to exist.
         self._last: JournalEntry | None = None
+        self._last_at = 0.0
         self._last_lock = threading.Lock()
 
-    def _note(self, entry: JournalEntry) -> JournalEntry:
+    def _note(self, entry: JournalEntry, seen_at: float) -> JournalEntry:
+        """Remember ``entry`` as the head at ``seen_at`` (monotonic, taken before the read or
+        the append that showed it: no entry after it existed then)."""
         with self._last_lock:
             if self._last is None or entry.n > self._last.n:
-                self._last = entry
+                self._last, self._last_at = entry, seen_at
+            elif entry.n == self._last.n:
+                self._last_at = max(self._last_at, seen_at)
         return entry
 
     def last_known(self) -> JournalEntry | None:
         """The newest entry this object has seen, read from nothing: it may be stale. For
         pre-checks that the commit point re-checks against the real head."""
         return self._last
+
+    def fresh_head(self) -> JournalEntry | None:
+        """The head this object saw less than :data:`TRUST_HEAD_FOR` ago, or None: an
+        :meth:`append` after it needs no read first (its put-if-missing fails if another
+        entry came meanwhile; see the module docstring)."""
+        with self._last_lock:
+            if self._last is not None and time.monotonic() - self._last_at < TRUST_HEAD_FOR:
+                return self._last
+        return None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -155,6 +184,7 @@ class Journal:
     def read_head(self) -> JournalEntry:
         """The last entry: start at the HEAD hint (or the last entry this object saw) and
         probe forward past a stale one."""
+        started = time.monotonic()
         known = self._last
         if known is not None:
             found = self._probe_from(known, limit=WALK_LIMIT)
@@ -162,7 +192,7 @@ class Journal:
             # only grows, so if found.n + 1 >= TAIL - 1 now, the missing found.n + 1 was never
             # written (not vacated and cleaned up while we walked): found is the head.
             if found is not None and self.read_tail() <= found.n + 2:
-                return self._note(found)
+                return self._note(found, started)
             # Walked too far (a handle far behind: HEAD is one GET away) or history moved on.
         tail = self.read_tail()
         # Entries below TAIL may be gone (vacated and cleaned up); entry TAIL never is.
@@ -174,7 +204,7 @@ class Journal:
             except ObjectNotFoundError:
                 if tail > 1:
                     entry = self.read_entry(tail)
-        return self._note(self._probe_from(entry))
+        return self._note(self._probe_from(entry), started)
 
     @overload
     def _probe_from(self, entry: JournalEntry) -> JournalEntry: ...
@@ -278,6 +308,7 @@ class Journal:
                 "nonce": uuid.uuid4().hex,
             },
         )
+        started = time.monotonic()  # entry n + 1 cannot exist before ours does
         if self.append_lock is None:
             self._put_entry(self.layout.entry(n), data, durable_first)
         else:
@@ -290,7 +321,7 @@ class Journal:
                 if check is not None:
                     check()  # a lost lock must not write
                 self.store.put(self.layout.entry(n), data)
-        entry = self._note(JournalEntry(n, now, MappingProxyType(state), tuple(actions)))
+        entry = self._note(JournalEntry(n, now, MappingProxyType(state), tuple(actions)), started)
         if n % self._head_every:
             return entry  # readers probe the few entries past the hint
         try:

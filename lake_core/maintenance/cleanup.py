@@ -22,7 +22,10 @@ What goes:
   opening path names (its ``snapshot_base`` and ``chain``; at most one snapshot and 31 commits
   per branch tail), so retained commits open as fast after cleanup as before;
 - **journal entries** below the journal TAIL except entry TAIL-1, which readers fall back to
-  when the HEAD hint is stale;
+  when the HEAD hint is stale, once their time is older than the minimum orphan age: a writer
+  appends right after the head it saw lately without reading the journal first
+  (:meth:`~lake_core.journal.Journal.fresh_head`), which is sound only while the entry after
+  that head, if one was written, is still there to refuse it;
 - **temp files** (``.tmp-*``) of writers killed mid-write on local disk, older than the minimum
   orphan age;
 - **index objects** (:mod:`lake_core.indexes`) that no retained commit adds and no counted tail's
@@ -354,7 +357,7 @@ def _plan(
     inv: _Inventory,
     known: Mapping[str, Commit],
     history: _History,
-    journal_tail: int,
+    entries_below: int,
     cutoff: datetime,
     orphan_cutoff: datetime,
 ) -> _Plan:
@@ -456,10 +459,31 @@ def _plan(
         if _latest(_mtime(info), _id_time(iid), index_refs.get(iid)) <= limit:
             plan.indexes.append(info)
 
-    # Entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is stale.
-    plan.entries = [info for n, info in sorted(inv.entries.items()) if n < journal_tail - 1]
+    plan.entries = [info for n, info in sorted(inv.entries.items()) if n < entries_below]
     plan.temps = [info for info in inv.temps if _mtime(info) <= orphan_cutoff]
     return plan
+
+
+def _old_vacated_entries(pool: Pool, inv: _Inventory, orphan_cutoff: datetime) -> int:
+    """The journal entries that may go are those numbered below the returned number: below
+    TAIL-1 (entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is
+    stale) and written at or before ``orphan_cutoff`` (see the module docstring). Entry times
+    never decrease with the number, so the last old one is found by bisection: a few reads,
+    however long the vacated history."""
+    below = pool.journal.read_tail() - 1
+    numbers = sorted(n for n in inv.entries if n < below)
+    lo, hi = 0, len(numbers)  # invariant: numbers[:lo] are old, numbers[hi:] are not
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            ts = pool.journal.read_entry(numbers[mid]).ts
+        except (ObjectNotFoundError, CorruptObjectError):
+            ts = None  # unreadable: keep it, and everything after it
+        if ts is not None and ts <= orphan_cutoff:
+            lo = mid + 1
+        else:
+            hi = mid
+    return numbers[lo - 1] + 1 if lo else 0
 
 
 def cleanup(
@@ -489,17 +513,17 @@ def cleanup(
     # List first; staging and the journal are read only afterwards (module docstring, 1.).
     inv = _inventory(pool)
     known = _read_commits(pool, inv.commits)
-    journal_tail = pool.journal.read_tail()
+    entries_below = _old_vacated_entries(pool, inv, orphan_cutoff)
     history = _History()
     _read_history(pool, known, history)
-    plan = _plan(inv, known, history, journal_tail, cutoff, orphan_cutoff)
+    plan = _plan(inv, known, history, entries_below, cutoff, orphan_cutoff)
     if not plan.empty():
         if not dry_run and guard is not None:
             guard()
         # Re-read staging and the journal right before deleting: whatever landed while we
         # planned is kept. (Dry runs re-read too, so they report what a real run would do.)
         _read_history(pool, known, history)
-        plan = _plan(inv, known, history, journal_tail, cutoff, orphan_cutoff)
+        plan = _plan(inv, known, history, entries_below, cutoff, orphan_cutoff)
     if not dry_run and not plan.empty():
         store = pool.store
         delete = delete_keys or store.delete_many

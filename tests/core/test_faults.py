@@ -241,7 +241,7 @@ FAULTS: dict[str, Fault] = {
         ops=("load", "compact", "delete", "merge", "cleanup"),
     ),
     "drops-midway": Fault(
-        lambda: [Rule("drop", nth=6, then_outage=int(TRIES), outage_action="drop")],
+        lambda: [Rule("drop", nth=4, then_outage=int(TRIES), outage_action="drop")],
         ops=("load", "compact", "delete", "merge", "cleanup"),
     ),
     "slow-journal": Fault(

@@ -259,8 +259,11 @@ def test_processes_with_threads_group_commit_race(lake: Lake, lake_uri: str) -> 
 
 def test_s3_round_trips_of_a_small_commit(s3_bucket: str) -> None:
     """What one small load costs in S3 requests, counted by the store: the data object, the
-    commit object, the journal entry and the HEAD hint (PUTs), TAIL and the probe of the
-    next entry (GETs). A group of k loads shares the last five."""
+    commit object, the journal entry and the HEAD hint, all PUTs — the handle appends right
+    after the head it saw lately, with no read first (lake_core.journal, ``fresh_head``). A
+    group of k loads shares the last three. After another writer appended, the handle's put of
+    the entry is refused: it reads the entry back (ours? no), reads the journal, re-plans and
+    commits on the new tip."""
     uri = f"s3://{s3_bucket}/lake"
     lake = Lake.init(LakeConfig(uri=uri, user="t"))
     lake.create_pool("g", "ts:asc")
@@ -269,4 +272,15 @@ def test_s3_round_trips_of_a_small_commit(s3_bucket: str) -> None:
     store = pool.store
     before = store.requests  # type: ignore[attr-defined]
     pool.load(rows_for(0, 1))
-    assert store.requests - before == 6  # type: ignore[attr-defined]
+    assert store.requests - before == 4  # type: ignore[attr-defined]
+    other = Lake.open(LakeConfig(uri=uri, user="u")).pool("g")
+    other.load(rows_for(1, 0))
+    before = store.requests  # type: ignore[attr-defined]
+    pool.load(rows_for(0, 2))
+    assert store.requests - before > 4  # type: ignore[attr-defined]  # the lost race's reads
+    assert rows(Lake.open(LakeConfig(uri=uri)).pool("g")) == sorted(
+        (w, i, j) for w, i in [(0, 0), (0, 1), (1, 0), (0, 2)] for j in range(3)
+    )
+    before = store.requests  # type: ignore[attr-defined]
+    pool.load(rows_for(0, 3))
+    assert store.requests - before == 4  # type: ignore[attr-defined]  # the new head is known

@@ -434,9 +434,18 @@ def test_vacate_then_cleanup_reclaims_cut_history(
     assert commit_files(pool) == kept
     assert tail.snapshot_base == commits[7].id and tail.chain == (commits[8].id,)
     assert (r.commits, r.snapshots) == (len(commits) - 4, 1)
-    # Journal entries below TAIL go (TAIL-1 stays: readers fall back to it).
+    # Journal entries below TAIL go (TAIL-1 stays: readers fall back to it), but not before
+    # they are older than the minimum orphan age: a writer that saw the head lately appends
+    # after it unread, and only an entry still there refuses it (lake_core.journal).
+    assert journal_numbers(pool) == list(range(1, head + 1)) and r.journal_entries == 0
+    newest_cut = pool.journal.read_entry(journal_tail - 2).ts
+    assert newest_cut is not None
+    almost = cleanup(pool, H, dry_run=True, now=newest_cut + MIN_ORPHAN_AGE - M)
+    assert almost.journal_entries == journal_tail - 3  # all but the newest are old enough
+    clock.advance(MIN_ORPHAN_AGE)
+    r2 = cleanup(pool, H)
     assert journal_numbers(pool) == list(range(journal_tail - 1, head + 1))
-    assert r.journal_entries == journal_tail - 2
+    assert r2.journal_entries == journal_tail - 2 and r2.files == journal_tail - 2
 
     p = fresh(pool)
     assert {c.id: ts(p, c.id) for c in p.log()} == rows
