@@ -196,6 +196,7 @@ class StatsPruner(Pruner):
     def __init__(self, predicate: Expr, schema: pa.Schema, key: PoolKey) -> None:
         self.predicate, self.schema, self.key = predicate, schema, key
         self.columns = columns_of(predicate)
+        self._memo: dict[tuple[int, int], tuple[Any, Any]] = {}  # see may_match
 
     def candidates(self, objects: LiveObjects) -> list[ObjectMeta] | None:
         column = self.key.names(self.schema)[0]
@@ -210,12 +211,12 @@ class StatsPruner(Pruner):
         return objects.within(column, *interval)
 
     def keep_object(self, obj: ObjectMeta) -> bool:
-        return may_match(self.predicate, object_stats(obj, self.schema), self.schema)
+        return may_match(self.predicate, object_stats(obj, self.schema), self.schema, self._memo)
 
     def keep_row_group(self, group: RowGroupView) -> bool:
         # Only the predicate's columns: the others' statistics cannot change the answer.
         stats = row_group_column_stats(group, self.schema, self.columns)
-        return may_match(self.predicate, stats, self.schema)
+        return may_match(self.predicate, stats, self.schema, self._memo)
 
 
 @dataclass

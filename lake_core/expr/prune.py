@@ -112,9 +112,15 @@ def _flipped(comparison: Comparison) -> tuple[CompareOp, Operand, Operand]:
 class _Pruner:
     """Decides ``may_match`` for one set of statistics; ``negated`` is the polarity so far."""
 
-    def __init__(self, stats: Mapping[str, ColumnStats], schema: pa.Schema) -> None:
+    def __init__(
+        self,
+        stats: Mapping[str, ColumnStats],
+        schema: pa.Schema,
+        memo: dict[tuple[int, int], tuple[Any, Any]] | None = None,
+    ) -> None:
         self.stats = stats
         self.schema = schema
+        self.memo = memo if memo is not None else {}
 
     def may(self, expr: Expr, negated: bool) -> bool:
         if isinstance(expr, And | Or):
@@ -155,16 +161,22 @@ class _Pruner:
                 if isinstance(operand, Column):
                     resolve_column(operand, self.schema)
             return True
-        target = resolve_column(left, self.schema)
-        value = coerce_literal(right, target).as_py()
-        if right.value is None or target.category == "null":
+        resolved = self.memo.get((id(left), id(right)))
+        if resolved is None:
+            target = resolve_column(left, self.schema)
+            resolved = self.memo[id(left), id(right)] = (
+                target.category,
+                coerce_literal(right, target).as_py(),
+            )
+        category, value = resolved
+        if right.value is None or category == "null":
             return False
         stats = self.stats.get(left.name)
         if stats is None:
             return True
         if not stats.has_values:
             return False
-        if target.category == "floating" and (negated or op == "<>"):
+        if category == "floating" and (negated or op == "<>"):
             return True
         return not _excluded(negate_op(op) if negated else op, value, stats.min, stats.max)
 
@@ -232,15 +244,25 @@ def _excluded(op: CompareOp, value: Any, lo: Any, hi: Any) -> bool:
     return _proves(lambda: hi is not None and hi < value)
 
 
-def may_match(expr: Expr, stats: Mapping[str, ColumnStats], schema: pa.Schema) -> bool:
+def may_match(
+    expr: Expr,
+    stats: Mapping[str, ColumnStats],
+    schema: pa.Schema,
+    memo: dict[tuple[int, int], tuple[Any, Any]] | None = None,
+) -> bool:
     """False only if no row described by ``stats`` can make ``expr`` TRUE.
 
     ``stats`` maps column names (dotted for struct fields) to :class:`ColumnStats`; a column
     without an entry is unknown. ``schema`` is the pool schema that gives literals their types,
     as in :func:`~lake_core.expr.arrow.to_arrow_expression`; an unknown column or a literal
     that does not suit its column raises :class:`ExpressionError` here too.
+
+    ``memo``: a dict kept by a caller that tests the same ``expr`` and ``schema`` against many
+    objects' stats: each comparison's column and literal are resolved once, not per object
+    (most of the planning time over thousands of objects). It holds the ids of ``expr``'s
+    nodes, so it must not outlive ``expr`` or be shared with another expression or schema.
     """
-    return _Pruner(stats, schema).may(expr, negated=False)
+    return _Pruner(stats, schema, memo).may(expr, negated=False)
 
 
 # -- key ranges -------------------------------------------------------------------------
