@@ -215,7 +215,7 @@ class Fragment:
 def _footer_start(view: memoryview) -> int:
     if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
         raise StitchError("not a Parquet file")
-    (footer_len,) = struct.unpack("<I", view[-8:-4])
+    footer_len: int = struct.unpack("<I", view[-8:-4])[0]
     return len(view) - 8 - footer_len
 
 

@@ -29,6 +29,7 @@ def parse(argv: Sequence[str]) -> tuple[LakeConfig, ServiceSettings]:
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--no-access-log", action="store_true")
     p.add_argument("--workers", type=int, default=1, metavar="N")
+    p.add_argument("--group-commit", action="store_true")
     args = p.parse_args(list(argv))
     host, port = parse_listen(args.listen)
     settings = ServiceSettings(
@@ -41,6 +42,7 @@ def parse(argv: Sequence[str]) -> tuple[LakeConfig, ServiceSettings]:
         insecure=args.insecure,
         access_log=not args.no_access_log,
         workers=args.workers,
+        group_commit=args.group_commit,
     )
     return LakeConfig.resolve(uri=args.lake, zookeeper=args.zk), settings
 

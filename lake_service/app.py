@@ -1,8 +1,10 @@
 """The ASGI app: FastAPI (OpenAPI at ``/docs``) over one open lake.
 
-The app keeps no state about commits: every request opens its pool afresh through
-``Lake.pool`` and every write goes through lake_core's journal and locks, exactly as a direct
-user's, so several servers on one lake, and servers beside CLI users, are safe.
+The app keeps no state about commits: every write goes through lake_core's journal and locks,
+exactly as a direct user's, so several servers on one lake, and servers beside CLI users, are
+safe. It keeps each pool's handle across requests (:mod:`lake_service.handles`: caches of
+immutable commits and snapshots, re-checked against the catalog on every request), as a
+long-lived direct user does.
 
 Every failure answers JSON ``{"error": …}`` (:mod:`lake_core.remote.wire`) and the server keeps
 serving: lake errors by their kind, auth 401/403, unknown routes 404, bad bodies 400, wrong
@@ -27,6 +29,7 @@ from lake_core.errors import LakeError
 from lake_core.lake import Lake
 from lake_core.remote.wire import error_body, status_of
 from lake_service.auth import AuthError, Tokens
+from lake_service.handles import PoolHandles
 from lake_service.limits import BodyLimitMiddleware
 from lake_service.metrics import CONTENT_TYPE, MetricsMiddleware, ServiceMetrics
 from lake_service.routes import UnsupportedMediaType, router
@@ -37,23 +40,35 @@ log = logging.getLogger("lake_service")
 
 @dataclass
 class ServiceState:
-    """What every request reads: the lake, the accepted tokens, the metrics."""
+    """What every request reads: the lake, its pools' handles, the accepted tokens, the
+    metrics, and whether concurrent loads may share a commit (``--group-commit``)."""
 
     lake: Lake
     tokens: Tokens
     metrics: ServiceMetrics
+    pools: PoolHandles
+    group_commit: bool = False
 
 
-def create_app(lake: Lake, tokens: Tokens | None = None, max_body: int = DEFAULT_MAX_BODY) -> Any:
+def create_app(
+    lake: Lake,
+    tokens: Tokens | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    group_commit: bool = False,
+) -> Any:
     """The service for ``lake``; ``tokens`` None serves without auth (loopback use).
-    Returns the ASGI app (the FastAPI app wrapped in the body bound)."""
+    ``group_commit``: loads of one pool and branch that arrive together may land as one
+    commit (:mod:`lake_core.grouping`). Returns the ASGI app (the FastAPI app wrapped in the
+    body bound)."""
     app = FastAPI(
         title="lakepool lake service",
         description="The lake's pools over HTTP: docs/service.md.",
         version="1",
     )
     metrics = ServiceMetrics()
-    app.state.service = ServiceState(lake, tokens or Tokens.open(), metrics)
+    app.state.service = ServiceState(
+        lake, tokens or Tokens.open(), metrics, PoolHandles(lake), group_commit
+    )
     app.include_router(router)
 
     @app.get("/health", tags=["service"])

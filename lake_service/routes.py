@@ -85,7 +85,7 @@ def json_body(request: Request) -> None:
 
 
 def _pool(request: Request, name: str) -> Pool:
-    return _state(request).lake.pool(name)
+    return _state(request).pools.get(name)
 
 
 def _commit_json(commit: Commit) -> dict[str, Any]:
@@ -353,7 +353,13 @@ async def load(
         def run() -> Commit:
             target = _pool(request, pool)
             return target.load(
-                sources, branch, fmt=format, author=author, message=message, meta=meta_value
+                sources,
+                branch,
+                fmt=format,
+                author=author,
+                message=message,
+                meta=meta_value,
+                group=_state(request).group_commit,
             )
 
         commit = await run_in_threadpool(run)

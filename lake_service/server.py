@@ -39,7 +39,7 @@ def build(config: LakeConfig, settings: ServiceSettings) -> Any:
     settings.check()
     tokens = Tokens.read(settings.tokens) if settings.tokens is not None else Tokens.open()
     lake = Lake.open(config)
-    return create_app(lake, tokens, settings.max_body)
+    return create_app(lake, tokens, settings.max_body, settings.group_commit)
 
 
 def serve(config: LakeConfig, settings: ServiceSettings) -> None:
@@ -94,6 +94,7 @@ def _serve_workers(
             "user": config.user,
             "tokens": None if settings.tokens is None else str(settings.tokens),
             "max_body": settings.max_body,
+            "group_commit": settings.group_commit,
         }
     )
     try:
@@ -115,7 +116,9 @@ def app_from_environment() -> Any:
     config = LakeConfig.resolve(uri=saved["uri"], zookeeper=saved["zookeeper"], user=saved["user"])
     tokens = saved["tokens"]
     settings = ServiceSettings(
-        tokens=None if tokens is None else Path(tokens), max_body=int(saved["max_body"])
+        tokens=None if tokens is None else Path(tokens),
+        max_body=int(saved["max_body"]),
+        group_commit=bool(saved["group_commit"]),
     )
     logging.getLogger("uvicorn.access").addFilter(RedactSecrets())
     return build(config, settings)

@@ -32,6 +32,8 @@ class ServiceSettings:
     access_log: bool = True
     #: Server processes on the one socket (uvicorn's workers); each opens the lake itself.
     workers: int = 1
+    #: Loads of one pool and branch that arrive together may land as one commit.
+    group_commit: bool = False
 
     def check(self) -> None:
         """Refuse settings that would serve the lake open or half-configured."""

@@ -27,6 +27,7 @@ _NEEDS = ("lake_service", "fastapi", "uvicorn", "prometheus_client", "multipart"
     "serve the lake over HTTP (bearer tokens with read, write or admin scope; docs/service.md)",
     "  lake serve --listen 127.0.0.1:9867\n"
     "  lake serve --listen 0.0.0.0:9867 --tokens tokens.txt --tls-cert c.pem --tls-key k.pem\n"
+    "  lake serve --group-commit          # many small loads at once: fewer, shared commits\n"
     "  lake --lake http://127.0.0.1:9867 --token T query -p logs -f json   # a client\n"
     "\nFILE holds one `TOKEN SCOPE` pair a line (SCOPE read, write or admin). Without\n"
     "--tokens the service only listens on a loopback address, unless --insecure.\n"
@@ -60,6 +61,12 @@ _NEEDS = ("lake_service", "fastapi", "uvicorn", "prometheus_client", "multipart"
     metavar="N",
     help="server processes sharing the address (default 1); each opens the lake itself",
 )
+@option(
+    "--group-commit",
+    is_flag=True,
+    help="loads into one pool and branch that arrive together may land as one commit (each "
+    "client is told that commit's id; its message lists every load)",
+)
 @pass_lake
 def serve(
     lk: LakeContext,
@@ -71,6 +78,7 @@ def serve(
     insecure: bool,
     no_access_log: bool,
     workers: str,
+    group_commit: bool,
 ) -> None:
     config = lk.config()
     if is_remote_uri(config.uri):
@@ -93,6 +101,8 @@ def serve(
     if not workers.isdigit() or not 1 <= int(workers) <= 64:
         raise UsageError(f"--workers must be 1 to 64, not {workers!r}")
     argv += ["--workers", workers]
+    if group_commit:
+        argv.append("--group-commit")
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)
