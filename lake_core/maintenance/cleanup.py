@@ -464,6 +464,11 @@ def _plan(
     return plan
 
 
+#: Youngest vacated journal entry cleanup may delete (see the module docstring): far beyond
+#: how long a writer trusts a head it saw (``journal.TRUST_HEAD_FOR``) plus clock skew.
+VACATED_ENTRY_AGE = MIN_ORPHAN_AGE
+
+
 def _old_vacated_entries(pool: Pool, inv: _Inventory, orphan_cutoff: datetime) -> int:
     """The journal entries that may go are those numbered below the returned number: below
     TAIL-1 (entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is
@@ -513,7 +518,7 @@ def cleanup(
     # List first; staging and the journal are read only afterwards (module docstring, 1.).
     inv = _inventory(pool)
     known = _read_commits(pool, inv.commits)
-    entries_below = _old_vacated_entries(pool, inv, orphan_cutoff)
+    entries_below = _old_vacated_entries(pool, inv, min(cutoff, now - VACATED_ENTRY_AGE))
     history = _History()
     _read_history(pool, known, history)
     plan = _plan(inv, known, history, entries_below, cutoff, orphan_cutoff)
