@@ -58,7 +58,7 @@ from lake_core.errors import (
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
 from lake_core.ingest.schema import unify_schema
-from lake_core.journal import JournalEntry
+from lake_core.journal import JournalEntry, Mark
 from lake_core.keyset import KeySet
 from lake_core.objects import ObjectMeta
 from lake_core.schema_mode import check_new_columns
@@ -293,8 +293,10 @@ def commit(
             # lately: the append's put-if-missing is the check (lake_core.journal), so a
             # writer's next commit reads nothing first. Retries read the journal.
             head = pool.journal.fresh_head() if attempt == 0 else None
-            if head is None or branch not in head.state:
+            unread = head is not None and branch in head.state
+            if not unread:
                 head = pool.journal.read_head()
+            assert head is not None
             if branch not in head.state:
                 raise BranchNotFoundError(branch, f"in pool {pool.name}")
             parent_id: str | None = head.state[branch]
@@ -313,7 +315,12 @@ def commit(
             if _append(pool, head, action, pending, branch, batch):
                 return _committed(pool, pending)
             in_flight = False  # proven lost: no entry points at ``pending``
-            pool.backoff(attempt)
+            if unread:
+                # Another writer committed since this handle last looked: read first for a
+                # while, and retry at once (the read is the news, not a collision).
+                pool.journal.note_refused()
+            else:
+                pool.backoff(attempt)
         raise RetriesExhaustedError(f"commit to {pool.name}@{branch}", retry.max_attempts)
     except CommitStateUnknownError:
         raise  # keep ``pending``: an entry may point at it
@@ -369,6 +376,7 @@ def _append(
     ``batch`` (its data and commit objects) is durable.
     True: it landed. False: proven lost (another writer's entry holds that number, so ours
     never can). Otherwise raises CommitStateUnknownError."""
+    started = Mark.now()
     try:
         pool.journal.append(head, [action], at=pending.date, durable_first=batch)
         return True
@@ -383,10 +391,12 @@ def _append(
         ) from None
     except Exception as e:  # noqa: BLE001 - any failure mid-append leaves the outcome open
         failure = str(e) or type(e).__name__
-    return _won_anyway(pool, head.n + 1, pending.id, branch, failure)
+    return _won_anyway(pool, head.n + 1, pending.id, branch, failure, started)
 
 
-def _won_anyway(pool: Pool, n: int, commit_id: str, branch: str, failure: str) -> bool:
+def _won_anyway(
+    pool: Pool, n: int, commit_id: str, branch: str, failure: str, started: Mark
+) -> bool:
     """After a failed append of entry ``n``, read it back. Ours → True (a retried request whose
     first try landed). Another writer's → False: lost for sure. Missing or unreadable, or the
     read-back failing → CommitStateUnknownError: a failed read-back is "unknown", never
@@ -398,7 +408,10 @@ def _won_anyway(pool: Pool, n: int, commit_id: str, branch: str, failure: str) -
     except (ObjectStoreError, CorruptObjectError) as e:
         why = f"{failure}; reading entry {n} back failed: {e}"
     else:
-        return any(a.get("value") == commit_id for a in entry.actions)
+        ours = any(a.get("value") == commit_id for a in entry.actions)
+        if ours:  # our retried append: the handle's next commit appends after it
+            pool.journal.note_head(entry, started)
+        return ours
     raise CommitStateUnknownError(commit_id, why, pool=pool.name, branch=branch)
 
 

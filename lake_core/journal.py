@@ -66,9 +66,35 @@ JOURNAL_VERSION = 1
 #: How many entries a handle walks forward from the last entry it saw before it reads the HEAD
 #: hint instead: a handle far behind pays one GET for HEAD, not one per entry it missed.
 WALK_LIMIT = 4
-#: Seconds (monotonic) a handle trusts the head it saw to append after it without reading the
-#: journal first (see the module docstring): far below the minimum orphan age.
+#: Seconds a handle trusts the head it saw to append after it without reading the journal
+#: first (see the module docstring): far below the minimum orphan age. Measured on both the
+#: monotonic clock and the wall clock (the monotonic one stops while the machine sleeps).
 TRUST_HEAD_FOR = 600.0
+#: Seconds after a refused append without a read during which the handle reads first: other
+#: writers are committing to this journal, and a first try would mostly lose.
+CONTENDED_FOR = 10.0
+
+
+@dataclass(frozen=True)
+class Mark:
+    """When something was seen, on the monotonic and the wall clock (see ``fresh_head``)."""
+
+    monotonic: float
+    wall: float
+
+    @staticmethod
+    def now() -> Mark:
+        return Mark(time.monotonic(), time.time())
+
+    def within(self, seconds: float) -> bool:
+        """Less than ``seconds`` ago on both clocks (a wall clock set back counts as long)."""
+        return (
+            time.monotonic() - self.monotonic < seconds and 0 <= time.time() - self.wall < seconds
+        )
+
+
+#: Never trusted: a head found without reading TAIL after the probe (``Journal.read_head``).
+_UNTRUSTED = Mark(float("-inf"), float("-inf"))
 
 
 @dataclass(frozen=True)
@@ -116,33 +142,60 @@ class Journal:
         #: HEAD rewrite is a create and a rename in the journal directory, which wait on the
         #: file system's journal behind the commit's fsyncs.
         self._head_every = LOCAL_HEAD_EVERY if store.local_path(layout.head) else 1
-        #: The newest entry this object read or wrote (see the module docstring), and the
-        #: monotonic time by which entry ``_last.n + 1`` was known not to exist.
+        #: The newest entry this object read or wrote (see the module docstring), and when
+        #: entry ``_last.n + 1`` was known not to exist (nor to have been deleted).
         self._last: JournalEntry | None = None
-        self._last_at = 0.0
+        self._last_at = _UNTRUSTED
+        #: When ``_last`` was last seen to be the head, trusted or not (for ``recent``).
+        self._seen_at = _UNTRUSTED
+        self._refused_at: Mark | None = None
         self._last_lock = threading.Lock()
 
-    def _note(self, entry: JournalEntry, seen_at: float) -> JournalEntry:
-        """Remember ``entry`` as the head at ``seen_at`` (monotonic, taken before the read or
-        the append that showed it: no entry after it existed then)."""
+    def _note(self, entry: JournalEntry, seen_at: Mark, trusted: bool = True) -> JournalEntry:
+        """Remember ``entry`` as the head at ``seen_at`` (taken before the read or the append
+        that showed it). ``trusted``: no entry after it existed then, and none had been
+        deleted (see the module docstring); else it is only a recent sighting."""
         with self._last_lock:
             if self._last is None or entry.n > self._last.n:
-                self._last, self._last_at = entry, seen_at
+                self._last, self._seen_at = entry, seen_at
+                self._last_at = seen_at if trusted else _UNTRUSTED
             elif entry.n == self._last.n:
-                self._last_at = max(self._last_at, seen_at)
+                if seen_at.monotonic > self._seen_at.monotonic:
+                    self._seen_at = seen_at
+                if trusted and seen_at.monotonic > self._last_at.monotonic:
+                    self._last_at = seen_at
         return entry
+
+    def note_head(self, entry: JournalEntry, seen_at: Mark) -> None:
+        """Remember ``entry``, found by reading it back, as appended by this object: a retried
+        append whose first try landed (``seen_at`` taken before the append started)."""
+        self._note(entry, seen_at)
+
+    def note_refused(self) -> None:
+        """An append after :meth:`fresh_head` was refused (another writer came first): read
+        before appending for the next :data:`CONTENDED_FOR` seconds."""
+        with self._last_lock:
+            self._refused_at = Mark.now()
 
     def last_known(self) -> JournalEntry | None:
         """The newest entry this object has seen, read from nothing: it may be stale. For
         pre-checks that the commit point re-checks against the real head."""
         return self._last
 
+    def recent(self, seconds: float = TRUST_HEAD_FOR) -> JournalEntry | None:
+        """:meth:`last_known` if it was seen to be the head less than ``seconds`` ago."""
+        with self._last_lock:
+            return self._last if self._seen_at.within(seconds) else None
+
     def fresh_head(self) -> JournalEntry | None:
         """The head this object saw less than :data:`TRUST_HEAD_FOR` ago, or None: an
         :meth:`append` after it needs no read first (its put-if-missing fails if another
-        entry came meanwhile; see the module docstring)."""
+        entry came meanwhile; see the module docstring). None too while other writers were
+        seen committing lately (:meth:`note_refused`)."""
         with self._last_lock:
-            if self._last is not None and time.monotonic() - self._last_at < TRUST_HEAD_FOR:
+            if self._refused_at is not None and self._refused_at.within(CONTENDED_FOR):
+                return None
+            if self._last is not None and self._last_at.within(TRUST_HEAD_FOR):
                 return self._last
         return None
 
@@ -184,7 +237,7 @@ class Journal:
     def read_head(self) -> JournalEntry:
         """The last entry: start at the HEAD hint (or the last entry this object saw) and
         probe forward past a stale one."""
-        started = time.monotonic()
+        started = Mark.now()
         known = self._last
         if known is not None:
             found = self._probe_from(known, limit=WALK_LIMIT)
@@ -204,7 +257,10 @@ class Journal:
             except ObjectNotFoundError:
                 if tail > 1:
                     entry = self.read_entry(tail)
-        return self._note(self._probe_from(entry), started)
+        # Not trusted for fresh_head: TAIL was read before the probe, so an old entry after
+        # ``entry`` vacated and deleted meanwhile would pass for never written. The next
+        # commit reads the journal (the walk above, TAIL read after it) and trusts that.
+        return self._note(self._probe_from(entry), started, trusted=False)
 
     @overload
     def _probe_from(self, entry: JournalEntry) -> JournalEntry: ...
@@ -308,7 +364,7 @@ class Journal:
                 "nonce": uuid.uuid4().hex,
             },
         )
-        started = time.monotonic()  # entry n + 1 cannot exist before ours does
+        started = Mark.now()  # entry n + 1 cannot exist before ours does
         if self.append_lock is None:
             self._put_entry(self.layout.entry(n), data, durable_first)
         else:

@@ -102,11 +102,12 @@ def write_sources(
     ``batch``: write the objects without fsync, noted there; whoever names them (the journal
     append, a staging document) must make the batch durable first.
 
-    The branch's schema is the last this process saw when its snapshot is still in memory
-    (no read): the checks here only refuse early, and the commit re-checks against the real
-    parent. A tip seen long ago whose snapshot is gone is not read back: it may have been
-    vacated and cleaned up since, so the real tip is read instead."""
-    known = pool.journal.last_known()
+    The branch's schema is the last this process saw lately (``Journal.recent``) when its
+    snapshot is still in memory (no read): the checks here only refuse early, and the commit
+    re-checks against the real parent. A tip seen long ago is not used (a long-lived handle's
+    would refuse early against an old schema), nor read back when its snapshot is gone: it
+    may have been vacated and cleaned up since, so the real tip is read instead."""
+    known = pool.journal.recent()
     base_snapshot = None
     if known is not None and branch in known.state:
         seen_tip = known.state[branch]

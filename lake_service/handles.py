@@ -25,8 +25,9 @@ class PoolHandles:
     """One handle per pool name, reused while its definition holds (module docstring).
     Thread-safe: request handlers run on a thread pool."""
 
-    #: Handles kept at most (least recently used dropped first).
-    LIMIT = 256
+    #: Handles kept at most (least recently used dropped first): each holds up to a few
+    #: thousand commits and a few snapshots in its caches.
+    LIMIT = 32
 
     def __init__(self, lake: Lake) -> None:
         self._lake = lake
@@ -37,15 +38,12 @@ class PoolHandles:
         """The pool called ``name`` (PoolNotFoundError as :meth:`Lake.pool`)."""
         fresh = self._lake.pool(name)
         key = str(fresh.name)
+        rules = fresh.index_rules  # read outside the lock (the held one's is cached)
         with self._lock:
             held = self._held.pop(key, None)
-            if held is not None and _same(held, fresh):
+            if held is not None and held.config == fresh.config and held.index_rules == rules:
                 fresh = held
             self._held[key] = fresh  # last: the most recently used
             while len(self._held) > self.LIMIT:
                 self._held.pop(next(iter(self._held)))
         return fresh
-
-
-def _same(held: Pool, fresh: Pool) -> bool:
-    return held.config == fresh.config and held.index_rules == fresh.index_rules

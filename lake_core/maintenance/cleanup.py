@@ -483,7 +483,7 @@ def _old_vacated_entries(pool: Pool, inv: _Inventory, orphan_cutoff: datetime) -
         try:
             ts = pool.journal.read_entry(numbers[mid]).ts
         except (ObjectNotFoundError, CorruptObjectError):
-            ts = None  # unreadable: keep it, and everything after it
+            ts = None  # unreadable where probed: it and everything after it stay
         if ts is not None and ts <= orphan_cutoff:
             lo = mid + 1
         else:

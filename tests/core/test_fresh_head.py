@@ -116,3 +116,27 @@ def test_a_head_seen_too_long_ago_is_read_again(
     landed = pool.load(rows_for(0, 1))
     assert landed.retries == 0  # it read the journal first: no refused put
     assert rows(pool) == want((0, 0), (1, 0), (0, 1))
+
+
+def test_a_head_is_not_trusted_across_a_sleep_or_from_the_hint_alone(
+    lake_uri: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monotonic clock stops while the machine sleeps: the wall clock must agree that the
+    head was seen lately. And a head found through the HEAD hint (TAIL read before the
+    probe) is not trusted until a commit has read the journal the careful way."""
+    import time
+
+    pool = Lake.init(LakeConfig(uri=lake_uri, user="a")).create_pool("p", "ts:asc")
+    pool.load(rows_for(0, 0))
+    assert pool.journal.fresh_head() is not None
+    woke = time.time() + 3600  # an hour asleep: no monotonic time passed
+    monkeypatch.setattr("lake_core.journal.time.time", lambda: woke)
+    assert pool.journal.fresh_head() is None
+    monkeypatch.undo()
+
+    cold = Lake.open(LakeConfig(uri=lake_uri, user="b")).pool("p")
+    assert cold.journal.read_head().n == pool.journal.read_head().n
+    assert cold.journal.fresh_head() is None  # seen through the hint only
+    cold.load(rows_for(1, 0))
+    assert cold.journal.fresh_head() is not None
+    assert rows(cold) == want((0, 0), (1, 0))
