@@ -1,5 +1,5 @@
 # The two commands a new machine needs: `make demo` and `make test`. Each sets itself up.
-.PHONY: setup demo ui test test-parallel test-fast lint typecheck bench bench-quick clean
+.PHONY: setup demo ui test test-split test-fast lint typecheck bench bench-quick clean
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -24,17 +24,16 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy lake_core lake_cli lake_spark lake_orchestration lake_service
 
-# Every tier, in two runs: the tests not marked slow on two pytest workers (pytest-xdist, one
-# per core; a module's tests stay on one worker, so its fixtures start once), then the slow
-# tier — the racing processes, crashes and faults, each of which starts several processes
-# itself — alone, so their races run as on a machine that does nothing else.
+# Every tier on two pytest workers (pytest-xdist, one per core; a module's tests stay on one
+# worker, so its fixtures start once; the longest modules start first: tests/conftest.py).
+# The racing tests share the cores with the rest: their checks are exact rows, never timings.
 test: setup lint typecheck
+	$(PY) -m pytest -q -n 2 --dist loadfile
+
+# The slow tier (racing processes, crashes, faults) alone, after the rest on two workers.
+test-split: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"
 	$(PY) -m pytest -q -m slow
-
-# Everything on two workers at once: faster, but the racing tests then share the cores.
-test-parallel: setup
-	$(PY) -m pytest -q -n 2 --dist loadfile
 
 test-fast: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow"

@@ -101,3 +101,45 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     server.start()
     yield server
     server.stop()
+
+
+#: The test modules that take longest (measured: the durations of a full run, 2026-11-27),
+#: longest first. pytest-xdist's ``--dist loadfile`` hands whole modules to workers in
+#: collection order, so these are collected first: a long module started last would keep one
+#: worker busy while the other idles (longest processing time first).
+LONGEST_FIRST = (
+    "tests/core/test_faults.py",
+    "tests/core/test_crash.py",
+    "tests/spark/test_spark_indexes.py",
+    "tests/spark/test_otree_spark_load.py",
+    "tests/orchestration/test_orchestration_e2e.py",
+    "tests/service/test_service_cli.py",
+    "tests/spark/test_spark.py",
+    "tests/core/test_maintenance_race.py",
+    "tests/spark/test_spark_cluster.py",
+    "tests/core/test_snapshot_format.py",
+    "tests/service/test_service_python.py",
+    "tests/spark/test_spark_upsert.py",
+    "tests/core/test_upsert_race.py",
+    "tests/core/test_derived.py",
+    "tests/core/test_concurrency.py",
+    "tests/cli/test_cli_errors.py",
+    "tests/core/test_otree_model.py",
+    "tests/core/test_history_model.py",
+    "tests/core/test_catalog_concurrency.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run :data:`LONGEST_FIRST` modules first; everything else keeps its order."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    root = Path(__file__).resolve().parent.parent
+
+    def key(item: pytest.Item) -> int:
+        try:
+            path = item.path.resolve().relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(path, len(rank))
+
+    items.sort(key=key)  # stable: a module's tests keep their order
