@@ -28,10 +28,12 @@ entry N it last saw as the head, if it saw it less than :data:`TRUST_HEAD_FOR` a
 put-if-missing is the check — taken means someone appended meanwhile (the writer re-reads and
 retries, as after any lost race). What makes this sound is that N+1, had it been written and
 then deleted, would have to be a vacated entry: cleanup deletes an entry below TAIL-1 only once
-its time is older than :data:`~lake_core.inflight.MIN_ORPHAN_AGE` (24 h), and an N+1 written
-after the writer saw N absent of it is younger than TRUST_HEAD_FOR plus the writers' clock skew
-(the margin the minimum orphan age leaves). So a put of N+1 that succeeds lands right after the
-real head, never into deleted history.
+its time is older than ``cleanup.VACATED_ENTRY_AGE`` (24 h), and an N+1 written after the
+writer saw N absent is younger than TRUST_HEAD_FOR, plus the seconds from that check to the
+put, plus the writers' clock skew. "Saw N absent" counts only from the walk of
+:meth:`Journal.read_head` (TAIL read after the probe) and from this object's own appends, on
+both the monotonic and the wall clock (see :class:`Mark`). So a put of N+1 that succeeds lands
+right after the real head, never into deleted history.
 """
 
 from __future__ import annotations
