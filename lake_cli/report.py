@@ -8,6 +8,7 @@ thousands separators; a noun is singular for exactly one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from lake_core.commit import Commit
     from lake_core.maintenance.cleanup import CleanupResult
     from lake_core.maintenance.compact import CompactionResult
+    from lake_core.objects import ObjectMeta
     from lake_core.upsert import UpsertResult
 
 
@@ -32,8 +34,19 @@ def rows_removed(commit: Commit) -> int:
     return commit.rows_removed or 0
 
 
-def loaded(commit: Commit) -> str:
-    return f"loaded {count(commit.rows_added, 'row')} in {count(len(commit.adds()), 'object')}"
+def loaded(commit: Commit, written: Sequence[ObjectMeta] | None = None) -> str:
+    """``loaded … rows in … objects``: the commit's, or, when the load wrote fewer objects
+    than the commit adds (a service with ``--group-commit`` landed it with other loads), the
+    load's own and the commit's total."""
+    mine = {o.id for o in written or ()}
+    adds = commit.adds()
+    if written and mine < {o.id for o in adds}:
+        rows = sum(o.count for o in written)
+        return (
+            f"loaded {count(rows, 'row')} in {count(len(written), 'object')} "
+            f"(in a commit of {len(adds):,} grouped objects, {commit.rows_added:,} rows)"
+        )
+    return f"loaded {count(commit.rows_added, 'row')} in {count(len(adds), 'object')}"
 
 
 def deleted_objects(commit: Commit) -> str:
@@ -112,12 +125,13 @@ def upserted(result: UpsertResult) -> str:
     )
 
 
-def loaded_or_upserted(commit: Commit) -> str:
-    """A load's line: ``loaded … rows in … objects``, or for a load into a unique pool (an
-    upsert) its counts and the objects it replaced (``rewrote N``)."""
+def loaded_or_upserted(commit: Commit, written: Sequence[ObjectMeta] | None = None) -> str:
+    """A load's line: ``loaded … rows in … objects`` (:func:`loaded`; ``written``: the
+    objects the load wrote), or for a load into a unique pool (an upsert) its counts and the
+    objects it replaced (``rewrote N``)."""
     counts = upsert_counts(commit)
     if counts is None:
-        return loaded(commit)
+        return loaded(commit, written)
     return f"{_upserted(counts)} (rewrote {len(commit.deletes()):,})"
 
 

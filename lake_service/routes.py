@@ -26,6 +26,7 @@ from lake_core.clock import parse_iso
 from lake_core.commit import Commit
 from lake_core.errors import UsageError
 from lake_core.names import MAIN
+from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 from lake_core.remote.wire import (
     API_PREFIX,
@@ -350,6 +351,8 @@ async def load(
             raise UsageError("no file in the request: send one multipart part a file")
         sources = [cast(BinaryIO, _Upload(u)) for u in uploads]
 
+        written: list[ObjectMeta] = []
+
         def run() -> Commit:
             target = _pool(request, pool)
             return target.load(
@@ -359,12 +362,14 @@ async def load(
                 author=author,
                 message=message,
                 meta=meta_value,
+                on_object=written.append,
                 group=_state(request).group_commit,
             )
 
         commit = await run_in_threadpool(run)
     _counted(request, "load", commit)
-    return {"commit": _commit_json(commit)}
+    # The objects this load wrote: with --group-commit the commit holds other loads' too.
+    return {"commit": _commit_json(commit), "objects": [o.to_json() for o in written]}
 
 
 class CreateBranch(BaseModel):

@@ -245,7 +245,14 @@ def load(
         on_spark.load(lk, pool, list(files), input_format, message, user, meta, spark_master)
         return
     target, branch = lk.pool_ref(pool, user)
-    on_object = _progress(quiet)
+    progress = _progress(quiet)
+    written: list[Any] = []
+
+    def on_object(obj: Any) -> None:
+        written.append(obj)
+        if progress is not None:
+            progress(obj)
+
     commit = target.load(
         list(files),
         branch or MAIN,
@@ -254,9 +261,9 @@ def load(
         meta=parse_meta(meta),
         on_object=on_object,
     )
-    if on_object is not None:
+    if progress is not None:
         sys.stderr.write("\n")
-    say(report.loaded_or_upserted(commit))
+    say(report.loaded_or_upserted(commit, written))
     say(f"{commit.id} committed")
 
 

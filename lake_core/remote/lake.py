@@ -29,6 +29,7 @@ from lake_core.clock import parse_iso, to_iso
 from lake_core.commit import Commit
 from lake_core.errors import LakeError, UsageError
 from lake_core.names import MAIN, PoolName
+from lake_core.objects import ObjectMeta
 from lake_core.registry import PoolConfig
 from lake_core.remote.client import ServiceClient, pool_path
 from lake_core.remote.wire import (
@@ -351,7 +352,9 @@ class RemotePool:
     ) -> Commit:
         """Upload ``sources`` (paths, ``-`` for stdin, binary streams) and load them in one
         commit. Files stream from disk; a path that cannot be opened fails before anything is
-        sent, as locally. ``on_object`` is not called (objects are written by the server)."""
+        sent, as locally. ``on_object`` is called, once the server answers, with each object
+        this load wrote (a server with ``--group-commit`` may land it in a commit holding other
+        loads' objects too)."""
         items = (
             [sources] if isinstance(sources, str | Path) or hasattr(sources, "read") else sources
         )
@@ -376,6 +379,9 @@ class RemotePool:
                 "author": self._author(author),
             }
             doc = self.lake.client.upload(self._path("load"), files, params)
+        if on_object is not None:
+            for obj in doc.get("objects", []):
+                on_object(ObjectMeta.from_json(obj))
         commit = doc["commit"]
         return _commit(commit, self._where(str(commit.get("id"))))
 

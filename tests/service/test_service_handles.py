@@ -4,6 +4,8 @@ local disk and moto S3; exact rows checked afterwards."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import httpx
 import pytest
 
 from lake_core import Lake, LakeConfig
+from lake_core.commit import Add
 from lake_core.pool import Pool
 from tests.service.conftest import Server, start_server, stop_server
 
@@ -19,6 +22,8 @@ from tests.service.conftest import Server, start_server, stop_server
 def post_load(c: httpx.Client, pool: str, rows: str) -> dict:  # type: ignore[type-arg]
     r = c.post(f"/v1/pools/{pool}/load", files=[("file", ("rows.json", rows.encode()))])
     assert r.status_code == 200, r.text
+    # The objects this load wrote, whatever else its commit holds.
+    assert [o["count"] for o in r.json()["objects"]] == [rows.count("\n")], r.text
     return r.json()["commit"]  # type: ignore[no-any-return]
 
 
@@ -90,3 +95,30 @@ def test_group_commit_shares_commits_and_loses_no_row(grouping_server: Server) -
             assert "grouped loads" in log[shared].message
             break
     assert grouped, "no two loads of three bursts shared a commit"
+
+
+def test_the_cli_reports_its_own_rows_of_a_shared_commit(grouping_server: Server) -> None:
+    """``lake load`` through a --group-commit server says how many rows it loaded, and that
+    the commit it landed in held more (the report line, from the objects the server says the
+    load wrote)."""
+    from lake_cli import report
+    from lake_core.objects import ObjectMeta
+
+    lake = Lake.open(grouping_server.url, token=grouping_server.tokens["write"])
+    remote = lake.pool("logs")
+    stream = io.BytesIO(b'{"ts": 70, "msg": "a"}\n{"ts": 71, "msg": "b"}\n')
+    stream.name = "two.json"
+    written: list[ObjectMeta] = []
+    commit = remote.load([stream], on_object=written.append)
+    assert [o.count for o in written] == [2] and {o.id for o in written} <= {
+        o.id for o in commit.adds()
+    }
+    assert report.loaded(commit, written) == "loaded 2 rows in 1 object"
+    # A commit that also holds another load's object (as a grouped one does):
+    other = ObjectMeta("x" * 27, [0], [0], 5, 10, {})
+    shared = dataclasses.replace(
+        commit, actions=(*commit.actions, Add(other)), extra={**commit.extra, "rows": {"added": 7}}
+    )
+    assert report.loaded(shared, written) == (
+        "loaded 2 rows in 1 object (in a commit of 2 grouped objects, 7 rows)"
+    )
