@@ -5,7 +5,7 @@ cleaned up meanwhile — on local disk and moto S3, with the exact rows afterwar
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -14,26 +14,11 @@ from lake_core.inflight import MIN_ORPHAN_AGE
 from lake_core.maintenance.cleanup import cleanup
 from lake_core.maintenance.vacate import vacate
 from lake_core.pool import Pool
+from tests.clocks import FakeClock
 from tests.lakecheck import assert_journal_dense, journal_numbers
 from tests.workers import rows_for
 
 H = timedelta(hours=1)
-
-
-class FakeClock:
-    """Starts at the real time and moves only when told to."""
-
-    def __init__(self) -> None:
-        self.t = datetime.now(UTC).replace(microsecond=0)
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, delta: timedelta) -> None:
-        self.t += delta
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
 
 
 def rows(pool: Pool) -> list[tuple[int, int, int]]:

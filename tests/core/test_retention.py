@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -33,27 +33,11 @@ from lake_core.maintenance.purge import purge
 from lake_core.maintenance.vacate import vacate
 from lake_core.pool import Pool
 from lake_core.purge_records import PURGED_FORMAT, PURGED_VERSION
+from tests.clocks import FakeClock
 from tests.lakecheck import assert_objects_intact, journal_numbers
 
 H = timedelta(hours=1)
 M = timedelta(minutes=1)
-
-
-class FakeClock:
-    """Starts at the real time (so files' real modification times are "now" too) and moves
-    only when told to."""
-
-    def __init__(self) -> None:
-        self.t = datetime.now(UTC).replace(microsecond=0)
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, delta: timedelta) -> None:
-        self.t += delta
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
 
 
 def make_lake(lake_uri: str) -> tuple[FakeClock, Lake]:

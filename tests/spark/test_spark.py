@@ -41,6 +41,7 @@ from lake_core.stores.s3 import S3ObjectStore
 from lake_spark import spark_compact, spark_delete_keys, spark_load
 from lake_spark.read import spark_read
 from lake_spark.session import SparkSettings, executor_env, session_conf
+from tests.clocks import FakeClock
 from tests.lakecheck import assert_objects_intact
 
 pytestmark = pytest.mark.slow
@@ -606,23 +607,7 @@ def test_s3_objects_written_by_tasks_are_in_the_bucket(spark: Any, s3_bucket: st
 # -- tombstone cleanup and vacate on Spark ------------------------------------------------------
 
 
-class _Clock:
-    """A fake clock starting at the real time (files' modification times are real)."""
-
-    def __init__(self) -> None:
-        self.t = datetime.now(UTC).replace(microsecond=0)
-
-    def now(self) -> datetime:
-        return self.t
-
-    def advance(self, delta: timedelta) -> None:
-        self.t += delta
-
-    def sleep(self, seconds: float) -> None:
-        self.t += timedelta(seconds=seconds)
-
-
-def _littered_pool(uri: str, name: str, clock: _Clock) -> Pool:
+def _littered_pool(uri: str, name: str, clock: FakeClock) -> Pool:
     """A pool with every kind of garbage: compacted-away and deleted objects cut by a vacate,
     an orphan of a failed load, a dropped branch's data, and cut history metadata."""
     from lake_core.changes import delete_objects
@@ -660,7 +645,7 @@ def test_spark_cleanup_deletes_exactly_what_the_local_path_does(
     from lake_core.maintenance import cleanup
     from lake_spark import spark_cleanup
 
-    clock = _Clock()
+    clock = FakeClock()
     Lake.init(LakeConfig(uri=lake_uri, user="t", clock=clock))
     local_twin = _littered_pool(lake_uri, "local", clock)
     pool = _littered_pool(lake_uri, "spark", clock)
@@ -735,7 +720,7 @@ def test_spark_retention_vacates_then_cleans_up(spark: Any, tmp_path: Path) -> N
     from lake_core.errors import HistoryVacatedError
     from lake_spark import spark_retention
 
-    clock = _Clock()
+    clock = FakeClock()
     lake = Lake.init(LakeConfig(uri=str(tmp_path / "lake"), user="t", clock=clock))
     pool = lake.create_pool("r", "k:asc")
     first = load(pool, [pa.table({"k": [1, 2]})])
