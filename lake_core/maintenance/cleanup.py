@@ -22,10 +22,10 @@ What goes:
   opening path names (its ``snapshot_base`` and ``chain``; at most one snapshot and 31 commits
   per branch tail), so retained commits open as fast after cleanup as before;
 - **journal entries** below the journal TAIL except entry TAIL-1, which readers fall back to
-  when the HEAD hint is stale, once their time is older than the minimum orphan age: a writer
-  appends right after the head it saw lately without reading the journal first
-  (:meth:`~lake_core.journal.Journal.fresh_head`), which is sound only while the entry after
-  that head, if one was written, is still there to refuse it;
+  when the HEAD hint is stale, once their time is older than :data:`VACATED_ENTRY_AGE` (24 h)
+  and the grace period: a writer appends right after the head it saw lately without reading
+  the journal first (:meth:`~lake_core.journal.Journal.fresh_head`), which is sound only
+  while the entry after that head, if one was written, is still there to refuse it;
 - **temp files** (``.tmp-*``) of writers killed mid-write on local disk, older than the minimum
   orphan age;
 - **index objects** (:mod:`lake_core.indexes`) that no retained commit adds and no counted tail's
@@ -469,10 +469,10 @@ def _plan(
 VACATED_ENTRY_AGE = MIN_ORPHAN_AGE
 
 
-def _old_vacated_entries(pool: Pool, inv: _Inventory, orphan_cutoff: datetime) -> int:
+def _old_vacated_entries(pool: Pool, inv: _Inventory, cutoff: datetime) -> int:
     """The journal entries that may go are those numbered below the returned number: below
     TAIL-1 (entry TAIL-1 stays: Journal.read_head falls back to it when the HEAD hint is
-    stale) and written at or before ``orphan_cutoff`` (see the module docstring). Entry times
+    stale) and written at or before ``cutoff`` (see the module docstring). Entry times
     never decrease with the number, so the last old one is found by bisection: a few reads,
     however long the vacated history."""
     below = pool.journal.read_tail() - 1
@@ -484,7 +484,7 @@ def _old_vacated_entries(pool: Pool, inv: _Inventory, orphan_cutoff: datetime) -
             ts = pool.journal.read_entry(numbers[mid]).ts
         except (ObjectNotFoundError, CorruptObjectError):
             ts = None  # unreadable where probed: it and everything after it stay
-        if ts is not None and ts <= orphan_cutoff:
+        if ts is not None and ts <= cutoff:
             lo = mid + 1
         else:
             hi = mid
