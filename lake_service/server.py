@@ -14,6 +14,7 @@ separate servers), and their metrics are merged through ``PROMETHEUS_MULTIPROC_D
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -33,12 +34,31 @@ from lake_service.auth import Tokens
 from lake_service.logs import RedactSecrets
 from lake_service.settings import ServiceSettings
 
+#: What the first load and the first scan would import (about 0.5 s, most of it pandas, which
+#: pyarrow imports the first time it turns Python values into arrays, as every snapshot's
+#: encode does): imported when the server starts, so the first requests cost what later ones do.
+WARM_MODULES = (
+    "lake_core.loading",
+    "lake_core.inflight",
+    "lake_core.scan",
+    "pyarrow.dataset",
+    "pyarrow.acero",
+    "pandas",
+)
+
+
+def warm_up() -> None:
+    """Import :data:`WARM_MODULES` (a server process pays it once, before it listens)."""
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+
 
 def build(config: LakeConfig, settings: ServiceSettings) -> Any:
     """The app for ``settings`` over the lake at ``config``; UsageError/NotFoundError first."""
     settings.check()
     tokens = Tokens.read(settings.tokens) if settings.tokens is not None else Tokens.open()
     lake = Lake.open(config)
+    warm_up()
     return create_app(lake, tokens, settings.max_body, settings.group_commit)
 
 

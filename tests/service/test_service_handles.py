@@ -122,3 +122,33 @@ def test_the_cli_reports_its_own_rows_of_a_shared_commit(grouping_server: Server
     assert report.loaded(shared, written) == (
         "loaded 2 rows in 1 object (in a commit of 2 grouped objects, 7 rows)"
     )
+
+
+def test_a_started_server_has_imported_what_loads_and_scans_use(tmp_path: Path) -> None:
+    """``build`` warms the process up (lake_service.server.WARM_MODULES): a load and a scan
+    after it import nothing more, so the first requests are not the slow ones. In a fresh
+    interpreter, since this one has imported everything already."""
+    import subprocess
+    import sys
+
+    uri = str(tmp_path / "lake")
+    Lake.init(LakeConfig(uri=uri, user="t")).create_pool("logs", "ts:asc")
+    script = f"""
+import io, sys
+from lake_core import Lake, LakeConfig
+from lake_service.server import build
+from lake_service.settings import ServiceSettings
+build(LakeConfig(uri={uri!r}, user="t"), ServiceSettings())
+before = set(sys.modules)
+pool = Lake.open({uri!r}).pool("logs")
+for i in range(33):  # past a snapshot's encode (every 32 commits)
+    src = io.BytesIO(b'{{"ts": %d}}\\n' % i)
+    src.name = "rows.ndjson"
+    pool.load([src])
+assert sum(b.num_rows for b in pool.scan(where="ts > 3").batches()) == 29
+print(sorted(set(sys.modules) - before))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout
