@@ -127,6 +127,7 @@ LONGEST_FIRST = (
     "tests/core/test_otree_model.py",
     "tests/core/test_history_model.py",
     "tests/core/test_catalog_concurrency.py",
+    "tests/service/test_service_errors.py",
 )
 
 
