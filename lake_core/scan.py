@@ -91,14 +91,22 @@ class Scan:
             unknown = sorted(columns_of(self.expr) - names)
             if unknown and self.snapshot.objects:
                 raise UsageError(f"unknown column {unknown[0]!r} in --where")
-            self.filter = to_arrow_expression(self.expr, self.pool_schema)
+            # A pool without objects has no columns yet and yields no rows: a predicate over
+            # columns its rows will have is not an error, and there is nothing to filter.
+            self.filter = None if unknown else to_arrow_expression(self.expr, self.pool_schema)
         else:
             self.filter = None
         if columns:
             missing = [c for c in columns if c not in names]
             if missing and self.snapshot.objects:
                 raise UsageError(f"unknown column {missing[0]!r} in --columns")
-            self.out_schema = pa.schema([self.pool_schema.field(c) for c in columns])
+            # Columns an empty pool does not have yet come out typed null (no rows).
+            self.out_schema = pa.schema(
+                [
+                    self.pool_schema.field(c) if c in names else pa.field(c, pa.null())
+                    for c in columns
+                ]
+            )
         else:
             self.out_schema = self.pool_schema
         #: The planner's decision: which objects to open, which row groups to read.

@@ -24,6 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lake_core.errors import LakeError
 from lake_core.lake import Lake
@@ -82,9 +83,50 @@ def create_app(
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     _add_error_handlers(app)
+    # Innermost: an unexpected error is answered here and goes no further (see the class).
+    app.add_middleware(UnexpectedErrorMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(BodyLimitMiddleware, limit=max_body)
     return app
+
+
+INTERNAL_ERROR = "internal error ({}); see the server log"
+
+
+class UnexpectedErrorMiddleware:
+    """Answer an exception no handler took (a bug) with 500 ``internal error (Type); see the
+    server log`` and log its traceback, without passing it on.
+
+    Starlette's handler for ``Exception`` answers too, then re-raises for the server to log,
+    and uvicorn closes the connection of a request whose application raised: a client that
+    had already sent its next request on that keep-alive connection saw it reset. Caught here,
+    the connection is kept. An error after the response started (a query stream broken
+    midway) is passed on: the client must see the stream end early, not a second answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            log.error(
+                "unexpected %s serving %s", type(exc).__name__, scope.get("path"), exc_info=exc
+            )
+            body = {"error": INTERNAL_ERROR.format(type(exc).__name__)}
+            await _error(500, body)(scope, receive, send)
 
 
 def _error(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
@@ -124,8 +166,9 @@ def _add_error_handlers(app: FastAPI) -> None:
         return _error(415, {"error": str(exc)})
 
     async def unexpected(request: Request, exc: Exception) -> Response:
+        # Errors of the outer middleware only: the app's own are UnexpectedErrorMiddleware's.
         log.error("unexpected %s serving %s", type(exc).__name__, request.url.path, exc_info=exc)
-        return _error(500, {"error": f"internal error ({type(exc).__name__}); see the server log"})
+        return _error(500, {"error": INTERNAL_ERROR.format(type(exc).__name__)})
 
     app.add_exception_handler(LakeError, lake_error)
     app.add_exception_handler(AuthError, auth_error)
