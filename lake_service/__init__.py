@@ -5,7 +5,20 @@ Dagster adapter. :mod:`.app` builds the ASGI app, :mod:`.routes` holds the ``/v1
 :mod:`.settings` and :mod:`.server` how ``lake serve`` runs (``python -m lake_service``).
 The wire protocol the client shares is :mod:`lake_core.remote.wire`. See docs/service.md."""
 
-from lake_service.app import create_app
-from lake_service.settings import ServiceSettings
+from typing import Any
 
 __all__ = ["ServiceSettings", "create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use, not with the package: ``python -m lake_service`` refuses bad
+    # flags before it pays for FastAPI and pyarrow.
+    if name == "create_app":
+        from lake_service.app import create_app
+
+        return create_app
+    if name == "ServiceSettings":
+        from lake_service.settings import ServiceSettings
+
+        return ServiceSettings
+    raise AttributeError(f"module 'lake_service' has no attribute {name!r}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from lake_core.config import LakeConfig
 from lake_core.errors import LakeError, UsageError
 from lake_core.units import parse_size
-from lake_service.server import serve
+from lake_service.auth import Tokens
 from lake_service.settings import DEFAULT_LISTEN, ServiceSettings, parse_listen
 
 
@@ -50,6 +50,13 @@ def parse(argv: Sequence[str]) -> tuple[LakeConfig, ServiceSettings]:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         config, settings = parse(sys.argv[1:] if argv is None else argv)
+        # The refusals first, before the second or so of importing the server (FastAPI,
+        # uvicorn, pyarrow): a mistyped flag or a bad tokens file answers at once.
+        settings.check()
+        if settings.tokens is not None:
+            Tokens.read(settings.tokens)
+        from lake_service.server import serve
+
         serve(config, settings)
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
