@@ -722,7 +722,7 @@ def test_may_match_is_sound(rows: list[dict[str, Any]], where: str, forget: set[
         assert may_match(expr, stats, SCHEMA)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(rows=rows_strategy, where=leaf_predicates().map(lambda p: f"NOT {p}") | leaf_predicates())
 def test_may_match_is_sound_for_single_conditions(rows: list[dict[str, Any]], where: str) -> None:
     table = make_table(rows)

@@ -190,7 +190,7 @@ def test_otree_history_equals_row_model_s3(s3_bucket: str, ops: list[tuple[Any, 
 
 
 def test_many_appends_into_one_revision_keep_samples_exact(tmp_path: Any) -> None:
-    """Thirty appends of the same distribution into one revision (cube thresholds fall with
+    """Fifteen appends of the same distribution into one revision (cube thresholds fall with
     each): a sample must still find the rows of every append (Qbeast #226's trap)."""
     lake = Lake.init(LakeConfig(uri=str(tmp_path / "lake")))
     pool = lake.create_pool("a", "id:asc", otree=parse_layout(list(INDEX), 50))
@@ -201,7 +201,7 @@ def test_many_appends_into_one_revision_keep_samples_exact(tmp_path: Any) -> Non
     first[1] = (first[1][0], 50.0, 50.0, "t1")
     pool.load(_table(first))
     model.rows["main"].update({r[0]: r for r in first})
-    for _ in range(30):
+    for _ in range(15):
         rows = _batch(model, 200, 1.0)
         pool.load(_table(rows))
         model.rows["main"].update({r[0]: r for r in rows})
