@@ -69,6 +69,16 @@ def _cached_timestamp_parsing() -> None:
     serialize.parse_to_aware_datetime = parse_to_aware_datetime  # type: ignore[assignment]
 
 
+def _shared_error_lookup() -> None:
+    """moto builds the table of a service's error shapes for every error it answers (a 404
+    for each probe of a journal entry that is not there yet): its cache lives on a factory it
+    makes anew each time. One factory for the server's life keeps the table."""
+    from moto.core import errors
+
+    shared = errors.ErrorLookupFactory()
+    errors.ErrorLookupFactory = lambda: shared  # type: ignore[assignment,misc]
+
+
 def main() -> None:
     import logging
 
@@ -77,6 +87,7 @@ def main() -> None:
     _atomic_conditional_puts()
     _cached_module_list()
     _cached_timestamp_parsing()
+    _shared_error_lookup()
 
     # werkzeug logs every request (hundreds a test) to stderr, which is the test session's:
     # errors only.
