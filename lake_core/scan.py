@@ -89,18 +89,19 @@ class Scan:
         names = set(self.pool_schema.names)
         if self.expr is not None:
             unknown = sorted(columns_of(self.expr) - names)
-            if unknown and self.snapshot.objects:
+            # A pool that never held rows has no columns yet (and yields none): a predicate over
+            # the columns its rows will have is not an error, and there is nothing to filter.
+            # A pool with columns (holding rows, or all of them deleted) refuses unknown ones.
+            if unknown and names:
                 raise UsageError(f"unknown column {unknown[0]!r} in --where")
-            # A pool without objects has no columns yet and yields no rows: a predicate over
-            # columns its rows will have is not an error, and there is nothing to filter.
             self.filter = None if unknown else to_arrow_expression(self.expr, self.pool_schema)
         else:
             self.filter = None
         if columns:
             missing = [c for c in columns if c not in names]
-            if missing and self.snapshot.objects:
+            if missing and names:
                 raise UsageError(f"unknown column {missing[0]!r} in --columns")
-            # Columns an empty pool does not have yet come out typed null (no rows).
+            # The columns a pool that never held rows will have come out typed null (no rows).
             self.out_schema = pa.schema(
                 [
                     self.pool_schema.field(c) if c in names else pa.field(c, pa.null())

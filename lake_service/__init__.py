@@ -5,7 +5,11 @@ Dagster adapter. :mod:`.app` builds the ASGI app, :mod:`.routes` holds the ``/v1
 :mod:`.settings` and :mod:`.server` how ``lake serve`` runs (``python -m lake_service``).
 The wire protocol the client shares is :mod:`lake_core.remote.wire`. See docs/service.md."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as mypy sees them; at run time __getattr__ imports them
+    from lake_service.app import create_app
+    from lake_service.settings import ServiceSettings
 
 __all__ = ["ServiceSettings", "create_app"]
 

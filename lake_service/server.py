@@ -36,7 +36,9 @@ from lake_service.settings import ServiceSettings
 
 #: What the first load and the first scan would import (about 0.5 s, most of it pandas, which
 #: pyarrow imports the first time it turns Python values into arrays, as every snapshot's
-#: encode does): imported when the server starts, so the first requests cost what later ones do.
+#: encode does): imported when the server starts, so the first loads and scans cost what later
+#: ones do. Not the SQL path (lake_core.sql and DuckDB, over a second more): a server that never
+#: answers SQL never pays for it.
 WARM_MODULES = (
     "lake_core.loading",
     "lake_core.inflight",
@@ -48,9 +50,14 @@ WARM_MODULES = (
 
 
 def warm_up() -> None:
-    """Import :data:`WARM_MODULES` (a server process pays it once, before it listens)."""
+    """Import :data:`WARM_MODULES` (a server process pays it once, before it listens). A module
+    that is not installed is skipped: pandas is optional (pyarrow works without it, and only
+    the ``spark`` extra installs it)."""
     for name in WARM_MODULES:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
 
 
 def build(config: LakeConfig, settings: ServiceSettings) -> Any:

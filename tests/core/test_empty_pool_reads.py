@@ -1,8 +1,9 @@
-"""Reading a pool that holds no rows yet (created, nothing loaded): no rows, not an error.
+"""Reading a pool that never held rows (created, nothing loaded): no rows, not an error.
 
 Such a pool has no schema, so a ``--columns`` or ``--where`` naming the columns its rows will
 have cannot be checked against anything; the scan reads nothing and returns those columns
-typed null. Once the pool holds rows, an unknown column is a usage error as always. (Found
+typed null. Once the pool has columns (it holds rows, or held them and all were deleted), an
+unknown column is a usage error as always. (Found
 through the service's load test: a query that raced the first load answered 500 with a
 KeyError.)"""
 
@@ -27,6 +28,18 @@ def test_an_empty_pool_reads_as_no_rows(lake_uri: str) -> None:
 
     pool.load(pa.table({"ts": [1, 5], "msg": ["a", "b"]}))
     assert pool.read(where="ts > 3", columns=["ts"]).to_pylist() == [{"ts": 5}]
+    with pytest.raises(UsageError, match="unknown column 'nope' in --columns"):
+        pool.read(columns=["nope"])
+    with pytest.raises(UsageError, match="unknown column 'nope'"):
+        pool.read(where="nope > 3")
+
+
+def test_a_pool_whose_rows_were_all_deleted_still_knows_its_columns(lake_uri: str) -> None:
+    pool = Lake.init(LakeConfig(uri=lake_uri, user="t")).create_pool("p", "ts:asc")
+    pool.load(pa.table({"ts": [1, 5], "msg": ["a", "b"]}))
+    pool.delete(where="ts > 0")
+    got = pool.read(where="ts > 3", columns=["msg"])
+    assert (got.num_rows, got.schema) == (0, pa.schema([pa.field("msg", pa.string())]))
     with pytest.raises(UsageError, match="unknown column 'nope' in --columns"):
         pool.read(columns=["nope"])
     with pytest.raises(UsageError, match="unknown column 'nope'"):

@@ -152,3 +152,35 @@ print(sorted(set(sys.modules) - before))
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_server_starts_without_pandas(tmp_path: Path) -> None:
+    """pandas is optional (only the ``spark`` extra installs it): the warm-up skips it, and the
+    server loads and scans without it. Hidden from a fresh interpreter as if not installed."""
+    import subprocess
+    import sys
+
+    uri = str(tmp_path / "lake")
+    Lake.init(LakeConfig(uri=uri, user="t")).create_pool("logs", "ts:asc")
+    script = f"""
+import io, sys
+class NoPandas:  # "import pandas" fails as when it is not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+sys.meta_path.insert(0, NoPandas())
+from lake_core import Lake, LakeConfig
+from lake_service.server import build
+from lake_service.settings import ServiceSettings
+build(LakeConfig(uri={uri!r}, user="t"), ServiceSettings())
+pool = Lake.open({uri!r}).pool("logs")
+for i in range(33):
+    src = io.BytesIO(b'{{"ts": %d}}\\n' % i)
+    src.name = "rows.ndjson"
+    pool.load([src])
+print(sum(b.num_rows for b in pool.scan(where="ts > 3").batches()), "pandas" in sys.modules)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "29 False"), done.stderr
