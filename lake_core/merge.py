@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -169,7 +169,7 @@ class KeepLast:
 _DONE = object()
 
 
-def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+def read_ahead(items: Iterator[T], depth: int = 2) -> Generator[T, None, None]:
     """``items`` produced on a thread, up to ``depth`` ahead of the consumer (so a merge runs
     while the previous piece is being encoded). An exception in the producer is raised here;
     a consumer that stops early stops the producer."""

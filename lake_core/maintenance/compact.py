@@ -19,6 +19,7 @@ removed rows, so it is recorded as ``kind: dedupe`` (not a layout-only compactio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -144,17 +145,22 @@ def write_run(
     if pool.config.unique:
         merged = KeepLast(pool.config.key.resolve(schema))(merged)
     # The merge runs on a thread a piece ahead, so it overlaps the encoding of the last piece.
-    written = write_sorted(
-        pool.store,
-        pool.id,
-        read_ahead(merged, depth=1),
-        run_schema(run, schema),
-        pool.config.key.resolve(schema),
-        WriteOptions(target, pool.config.seek_stride),
-        clock=pool.clock,
-        partition=run.partition,
-        on_object=on_object,
-    )
+    # Closed here, on this thread, when the write fails: left to the garbage collector, its
+    # close (which stops and joins the merge thread) ran wherever a collection happened, once
+    # inside another merge's ThreadPoolExecutor.submit holding the lock the first merge
+    # thread needed to finish: a deadlock (seen in the suite after an injected encode failure).
+    with closing(read_ahead(merged, depth=1)) as pieces:
+        written = write_sorted(
+            pool.store,
+            pool.id,
+            pieces,
+            run_schema(run, schema),
+            pool.config.key.resolve(schema),
+            WriteOptions(target, pool.config.seek_stride),
+            clock=pool.clock,
+            partition=run.partition,
+            on_object=on_object,
+        )
     plan = run.size if len(written) == 1 else target
     return [replace(o, tags={**o.tags, PLAN_SIZE_TAG: str(plan)}) for o in written]
 

@@ -5,6 +5,7 @@ and an encoding failure that leaves nothing behind."""
 from __future__ import annotations
 
 import random
+import threading
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -190,6 +191,9 @@ def test_an_encoding_failure_in_a_worker_commits_nothing_and_leaves_no_object(
     with pytest.raises(OSError, match="disk on fire"):
         compact(pool)
     assert calls >= 12 and landed >= 1  # objects were written, then removed
+    # The merge thread was stopped and joined on the way out, not left for the garbage
+    # collector (whose close, run inside another merge's executor, once deadlocked).
+    assert [t for t in threading.enumerate() if t.name == "lake-read-ahead"] == []
     assert pool.tip("main") == tip
     assert {i.key for i in lake.store.list(f"pools/{pool.id}/data/")} == data_before
     monkeypatch.setattr(writer, "encode_group", real)
