@@ -20,13 +20,12 @@ affect it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from lake_core.errors import ObjectNotFoundError, PurgedObjectError, UsageError
 from lake_core.expr import columns_of, parse_predicate, to_arrow_expression
@@ -176,9 +175,8 @@ class Scan:
         return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
     def _read_groups(self, obj: ObjectMeta, stream: bool = True) -> Iterator[pa.Table]:
-        """The object's matching rows, in file order: when ``stream``, one table per row group,
-        or per run of consecutive small ones (:func:`_stream_steps`); else one table of all
-        the groups (a single read, decoded in parallel)."""
+        """The object's matching rows, in file order: one table per row group when
+        ``stream``, else one table of all the groups (a single read, decoded in parallel)."""
         try:
             opened = open_verified(self.store, self.pool_id, obj, self.pool_name or self.pool_id)
         except ObjectNotFoundError:
@@ -197,7 +195,7 @@ class Scan:
         schema = pa.schema(
             [self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]
         )
-        for step in _stream_steps(meta, groups) if stream else [groups]:
+        for step in [[g] for g in groups] if stream else [groups]:
             table = opened.file.read_row_groups(step, columns=read_cols)
             self.plan.read(meta, step, read_cols, table.num_rows)
             full = conform_to(table, schema)
@@ -320,26 +318,3 @@ def _sortable(bound: list[Any] | None, upper: bool = False) -> tuple[Any, ...]:
     if upper:
         out.append((1, 0))
     return tuple(out)
-
-
-#: A streamed read takes consecutive row groups together until they hold this many rows: an
-#: OTree pool's appends leave many row groups of a few rows (one block per cube), and a read
-#: per group cost about a millisecond each. Groups of a normal pool (tens of thousands of
-#: rows) are still read one at a time.
-STREAM_ROWS = 16_384
-
-
-def _stream_steps(meta: pq.FileMetaData, groups: Sequence[int]) -> Iterator[list[int]]:
-    """``groups`` (in file order) cut into consecutive runs of at most :data:`STREAM_ROWS`
-    rows; a group larger than that is a run of its own."""
-    step: list[int] = []
-    rows = 0
-    for g in groups:
-        n = meta.row_group(g).num_rows
-        if step and rows + n > STREAM_ROWS:
-            yield step
-            step, rows = [], 0
-        step.append(g)
-        rows += n
-    if step:
-        yield step
