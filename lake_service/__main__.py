@@ -53,11 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The refusals first, before the second or so of importing the server (FastAPI,
         # uvicorn, pyarrow): a mistyped flag or a bad tokens file answers at once.
         settings.check()
-        if settings.tokens is not None:
-            Tokens.read(settings.tokens)
+        tokens = Tokens.read(settings.tokens) if settings.tokens is not None else None
         from lake_service.server import serve
 
-        serve(config, settings)
+        serve(config, settings, tokens)
     except UsageError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2

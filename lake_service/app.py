@@ -122,15 +122,17 @@ class UnexpectedErrorMiddleware:
         except Exception as exc:
             if started:
                 raise
-            log.error(
-                "unexpected %s serving %s", type(exc).__name__, scope.get("path"), exc_info=exc
-            )
-            body = {"error": INTERNAL_ERROR.format(type(exc).__name__)}
-            await _error(500, body)(scope, receive, send)
+            await _internal_error(exc, scope.get("path", ""))(scope, receive, send)
 
 
 def _error(status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None) -> Response:
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _internal_error(exc: Exception, path: str) -> Response:
+    """The bare 500 for a bug, its traceback logged here and its details nowhere else."""
+    log.error("unexpected %s serving %s", type(exc).__name__, path, exc_info=exc)
+    return _error(500, {"error": INTERNAL_ERROR.format(type(exc).__name__)})
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -167,8 +169,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         # Errors of the outer middleware only: the app's own are UnexpectedErrorMiddleware's.
-        log.error("unexpected %s serving %s", type(exc).__name__, request.url.path, exc_info=exc)
-        return _error(500, {"error": INTERNAL_ERROR.format(type(exc).__name__)})
+        return _internal_error(exc, request.url.path)
 
     app.add_exception_handler(LakeError, lake_error)
     app.add_exception_handler(AuthError, auth_error)

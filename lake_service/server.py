@@ -60,18 +60,20 @@ def warm_up() -> None:
             continue
 
 
-def build(config: LakeConfig, settings: ServiceSettings) -> Any:
-    """The app for ``settings`` over the lake at ``config``; UsageError/NotFoundError first."""
+def build(config: LakeConfig, settings: ServiceSettings, tokens: Tokens | None = None) -> Any:
+    """The app for ``settings`` over the lake at ``config``; UsageError/NotFoundError first.
+    ``tokens``: the tokens file already read (by ``python -m lake_service``), else read here."""
     settings.check()
-    tokens = Tokens.read(settings.tokens) if settings.tokens is not None else Tokens.open()
+    if tokens is None:
+        tokens = Tokens.read(settings.tokens) if settings.tokens is not None else Tokens.open()
     lake = Lake.open(config)
     warm_up()
     return create_app(lake, tokens, settings.max_body, settings.group_commit)
 
 
-def serve(config: LakeConfig, settings: ServiceSettings) -> None:
+def serve(config: LakeConfig, settings: ServiceSettings, tokens: Tokens | None = None) -> None:
     """Serve until interrupted (Ctrl-C or SIGTERM: uvicorn finishes requests in flight)."""
-    app = build(config, settings)
+    app = build(config, settings, tokens)
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -42,6 +42,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ACTIONS = ("error", "drop", "lost", "lost_error", "delay")
+#: A rule's ``key`` for a branch journal entry (``pools/<id>/branches/<n>.json``): the PUT that
+#: is a commit's commit point.
+JOURNAL = r"/branches/\d+\.json$"
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "expect"}
 
 

@@ -21,7 +21,7 @@ from lake_core.derived.lineage import reflected
 from lake_core.derived.maintain import create_derived, refresh
 from lake_core.errors import CommitStateUnknownError, LakeError
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule, proxied
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 
 DEFINITION = (
     "SELECT date_trunc('hour', ts) AS hour, kind, count(*) AS n, sum(v) AS v_sum, "
@@ -30,7 +30,6 @@ DEFINITION = (
 WORKERS = 3
 ROUNDS = 4
 TRIES = 3
-JOURNAL = r"/branches/\d+\.json$"
 COMMITS = r"/commits/"
 
 

@@ -41,11 +41,10 @@ from lake_core.stores import LocalObjectStore
 from lake_core.stores.base import SyncBatch
 from lake_core.stores.s3 import S3ObjectStore
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule, proxied
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.workers import rows_for
 
-JOURNAL = r"/branches/\d+\.json$"
 COMMIT_OBJ = r"/commits/[0-9A-Za-z]{27}\.json$"
 DATA = r"/data/.*\.parquet$"
 TRIES = "3"  # boto3 tries per request in these tests

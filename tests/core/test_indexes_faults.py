@@ -18,11 +18,10 @@ from lake_core.indexes.apply import apply_rule
 from lake_core.loading import load
 from lake_core.pool import Pool
 from tests.core.test_indexes import check_index_invariant
-from tests.faultproxy import FaultProxy, Rule, proxied
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.workers import rows_for
 
-JOURNAL = r"/branches/\d+\.json$"
 INDEX = r"/index/.*\.parquet$"
 TRIES = "3"
 

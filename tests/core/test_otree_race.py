@@ -19,14 +19,13 @@ from lake_core.errors import CommitStateUnknownError, LakeError
 from lake_core.otree.blocks import revision_of
 from lake_core.otree.settings import parse_layout
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule, proxied
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.otreecheck import brute_sample, check_otree_invariants
 
 WRITERS = 3
 LOADS = 4
 CATALOG_ROOT = r"/catalog/vn/[01]{64}$"
-JOURNAL = r"/branches/\d+\.json$"
 DATA = r"/data/[0-9A-Za-z]+\.parquet$"
 TRIES = 3
 

@@ -28,7 +28,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_core.pool import Pool
 from tests import processes
-from tests.faultproxy import FaultProxy, Rule, proxied
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 from tests.lakecheck import assert_journal_dense, assert_objects_intact
 from tests.upsert_model import load_rows, upsert_rows
 from tests.workers_upsert import DELETE_WHEN, SCHEMA, Row, compactor, plan, table_of, upserter
@@ -36,7 +36,6 @@ from tests.workers_upsert import DELETE_WHEN, SCHEMA, Row, compactor, plan, tabl
 WORKERS = 4
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = 40
-JOURNAL = r"/branches/\d+\.json$"
 
 
 def pool_rows(pool: Pool) -> Counter[Row]:

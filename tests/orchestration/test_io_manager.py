@@ -15,9 +15,7 @@ import pytest
 from lake_core import Lake, LakeConfig
 from lake_orchestration.io_manager import LakePoolIOManager
 from lake_orchestration.resources import LakeResource
-from tests.faultproxy import FaultProxy, Rule, proxied
-
-JOURNAL = r"/branches/\d+\.json$"
+from tests.faultproxy import JOURNAL, FaultProxy, Rule, proxied
 
 
 def ts(day: int, hour: int = 0) -> datetime:

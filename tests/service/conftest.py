@@ -39,6 +39,11 @@ class Server:
         return self.log.read_text(errors="replace")
 
 
+def remote(server: Server, scope: str = "admin") -> list[str]:
+    """The CLI's global options that point it at ``server`` with a token of ``scope``."""
+    return ["--lake", server.url, "--token", server.tokens[scope]]
+
+
 def start_server(lake_uri: str, tmp: Path, *extra: str, tokens: bool = True) -> Server:
     """Start ``python -m lake_service`` and wait for its ``serving lake … at URL`` line."""
     log = tmp / f"server-{time.monotonic_ns()}.log"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lake_cli import main
-from tests.service.conftest import ROOT, Server
+from tests.service.conftest import ROOT, Server, remote
 
 KSUID = re.compile(r"\b[0-9A-Za-z]{27}\b")
 
@@ -22,10 +22,6 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def remote(server: Server, scope: str = "admin") -> list[str]:
-    return ["--lake", server.url, "--token", server.tokens[scope]]
 
 
 def same(

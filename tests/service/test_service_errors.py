@@ -33,19 +33,20 @@ import pytest
 
 from lake_core import Lake, LakeConfig
 from lake_core.remote.wire import RemoteError, error_from_body
-from tests.faultproxy import Rule, proxied
+from tests.faultproxy import JOURNAL, Rule, proxied
 from tests.lakecheck import journal_numbers
-from tests.service.conftest import ROOT, TOKENS, Server, seed_lake, start_server, stop_server
+from tests.service.conftest import (
+    ROOT,
+    Server,
+    remote,
+    seed_lake,
+    start_server,
+    stop_server,
+)
 from tests.zk import free_port
 
-#: The journal append of a commit (as in tests/core/test_faults.py).
-JOURNAL = r"/branches/\d+\.json$"
 COMPACT = ["compact", "-p", "logs", "--lock-timeout", "0.5"]
 INTERNAL = "internal error (RuntimeError); see the server log"
-
-
-def remote(server: Server) -> list[str]:
-    return ["--lake", server.url, "--token", TOKENS["admin"]]
 
 
 def start_cli(*args: str) -> subprocess.Popen[str]:
