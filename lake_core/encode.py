@@ -19,13 +19,16 @@ timestamps, nested and binary columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lake_core.stats import ColumnMeta, column_meta
 from lake_core.stitch import Fragment, split_fragment
+
+if TYPE_CHECKING:
+    from lake_core.objects import ObjectMeta
 
 #: Microseconds per unit of a Parquet timestamp (pyarrow writes Arrow seconds as milliseconds:
 #: the unit is read from the file's logical type, not from the Arrow type).
@@ -41,14 +44,27 @@ class EncodeOptions:
     dictionary_pagesize_limit: int
 
 
+class GroupTap(Protocol):
+    """Something a write shows its rows as it encodes them (the index builder,
+    :class:`lake_core.indexes.building.IndexInputs`): :meth:`group` sees each row group on the
+    thread that encodes it, and :meth:`landed` each object once it is put, with what
+    :meth:`group` returned for its row groups, in the object's row-group order."""
+
+    def group(self, rows: pa.Table) -> Any: ...
+
+    def landed(self, meta: ObjectMeta, groups: list[Any]) -> None: ...
+
+
 @dataclass(frozen=True)
 class EncodedGroup:
-    """A row group encoded: its fragment, row count, stats and key columns."""
+    """A row group encoded: its fragment, row count, stats and key columns, and what a
+    :class:`GroupTap` made of its rows."""
 
     fragment: Fragment
     rows: int
     stats: dict[str, ColumnMeta]
     keys: pa.Table
+    tapped: Any = None
 
     @property
     def size(self) -> int:
@@ -57,9 +73,13 @@ class EncodedGroup:
 
 
 def encode_group(
-    group: pa.Table, schema: pa.Schema, options: EncodeOptions, key_names: list[str]
+    group: pa.Table,
+    schema: pa.Schema,
+    options: EncodeOptions,
+    key_names: list[str],
+    tap: GroupTap | None = None,
 ) -> EncodedGroup:
-    """``group`` (of ``schema``) written as a one-group Parquet fragment."""
+    """``group`` (of ``schema``) written as a one-group Parquet fragment; ``tap`` sees it."""
     sink = pa.BufferOutputStream()
     compression: Any = options.compression
     with pq.ParquetWriter(
@@ -71,7 +91,13 @@ def encode_group(
         w.write_table(group, row_group_size=max(1, group.num_rows))
     meta = w.writer.metadata
     fragment = split_fragment(memoryview(sink.getvalue()))
-    return EncodedGroup(fragment, group.num_rows, group_stats(group, meta), group.select(key_names))
+    return EncodedGroup(
+        fragment,
+        group.num_rows,
+        group_stats(group, meta),
+        group.select(key_names),
+        tap.group(group) if tap is not None else None,
+    )
 
 
 def _footer_min_max(t: pa.DataType, st: Any) -> tuple[Any, Any] | None:

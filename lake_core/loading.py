@@ -32,6 +32,7 @@ from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.writer import WriteOptions, write_partitioned
 
 if TYPE_CHECKING:
+    from lake_core.encode import GroupTap
     from lake_core.pool import Pool  # a Pool delegates here: no import back at run time
 
 Source = str | Path | BinaryIO | pa.Table
@@ -96,11 +97,13 @@ def write_sources(
     fmt: str = "auto",
     on_object: Callable[[ObjectMeta], None] | None = None,
     batch: SyncBatch | None = None,
+    tap: GroupTap | None = None,
 ) -> tuple[list[ObjectMeta], pa.Schema]:
     """Read, check against the branch's schema, and write objects (not committed).
 
     ``batch``: write the objects without fsync, noted there; whoever names them (the journal
-    append, a staging document) must make the batch durable first.
+    append, a staging document) must make the batch durable first. ``tap`` sees the row
+    groups and objects written (:class:`~lake_core.encode.GroupTap`; not for an OTree pool).
 
     The branch's schema is the last this process saw lately (``Journal.recent``) when its
     snapshot is still in memory (no read): the checks here only refuse early, and the commit
@@ -136,6 +139,7 @@ def write_sources(
         pool.partition_spec,
         clock=pool.clock,
         on_object=on_object,
+        tap=tap,
     )
     return objects, table.schema
 
@@ -219,7 +223,14 @@ def load(
     # The objects are written without fsync; the journal append makes them durable, with the
     # commit object, in one round before its commit point (docs/architecture.md).
     batch = SyncBatch()
-    objects, schema = write_sources(pool, sources, branch, fmt, on_object, batch)
+    # An indexed pool's indexes are prepared from the rows as the writer encodes them, so the
+    # commit does not read the new objects back to build them (lake_core.indexes.building).
+    inputs = None
+    if pool.index_rules and pool.config.otree is None:
+        from lake_core.indexes.building import IndexInputs
+
+        inputs = IndexInputs(pool.index_rules)
+    objects, schema = write_sources(pool, sources, branch, fmt, on_object, batch, inputs)
     names = source_names(sources)
     with discarding_on_failure(pool, objects):
         return pool.commit(
@@ -235,6 +246,7 @@ def load(
             txn=txns,
             durable_first=batch,
             group=group,
+            index_inputs=inputs,
         )
 
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from lake_core.dedupe import DedupeResult
     from lake_core.diff import SnapshotDiff
     from lake_core.grouping import GroupCommitter
+    from lake_core.indexes.building import IndexInputs
     from lake_core.indexes.meta import IndexMeta
     from lake_core.indexes.rules import IndexRule
     from lake_core.integrity import Verdict
@@ -595,6 +596,7 @@ class Pool:
         index_adds: Sequence[IndexMeta] = (),
         index_deletes: Sequence[tuple[str, str]] = (),
         index: bool = True,
+        index_inputs: IndexInputs | None = None,
     ) -> Commit:
         """Commit ``adds`` (objects already written) and ``deletes`` to ``branch`` atomically:
         a :class:`~lake_core.committing.CommitRequest` through the commit protocol
@@ -613,7 +615,8 @@ class Pool:
         ``index_deletes``: index entries to add and ``(object, rule)`` entries to remove
         (``lake index apply``); with ``index`` (the default) every added object is first indexed
         under the rules covering the pool (:mod:`lake_core.indexes.building`), so the commit
-        adds its index entries with it."""
+        adds its index entries with it; ``index_inputs``: what the write of ``adds`` prepared
+        for that from their rows, so that they are not read back."""
         built: list[IndexMeta] = list(index_adds)
         if index and adds and self.index_rules:
             from lake_core.indexes.building import build_indexes
@@ -627,6 +630,7 @@ class Pool:
                     self.index_rules,
                     self.clock,
                     batch=durable_first,
+                    inputs=index_inputs,
                 )
             )
         request = CommitRequest(

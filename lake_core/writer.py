@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.clock import SYSTEM_CLOCK, Clock
-from lake_core.encode import EncodedGroup, EncodeOptions, encode_group
+from lake_core.encode import EncodedGroup, EncodeOptions, GroupTap, encode_group
 from lake_core.ids import new_id
 from lake_core.integrity import checksum
 from lake_core.layout import PoolLayout
@@ -80,15 +80,26 @@ def write_partitioned(
     *,
     clock: Clock = SYSTEM_CLOCK,
     on_object: Callable[[ObjectMeta], None] | None = None,
+    tap: GroupTap | None = None,
 ) -> list[ObjectMeta]:
     """Write ``table`` split by ``spec`` (a PartitionSpec, or None for an unpartitioned pool)
     so that no object straddles two partitions."""
     if spec is None:
-        return write_objects(store, pool_id, table, key, options, clock=clock, on_object=on_object)
+        return write_objects(
+            store, pool_id, table, key, options, clock=clock, on_object=on_object, tap=tap
+        )
     out: list[ObjectMeta] = []
     for value, part in spec.split(table):
         out += write_objects(
-            store, pool_id, part, key, options, clock=clock, on_object=on_object, partition=value
+            store,
+            pool_id,
+            part,
+            key,
+            options,
+            clock=clock,
+            on_object=on_object,
+            partition=value,
+            tap=tap,
         )
     return out
 
@@ -120,6 +131,7 @@ def write_objects(
     on_object: Callable[[ObjectMeta], None] | None = None,
     partition: str | None = None,
     tags: dict[str, str] | None = None,
+    tap: GroupTap | None = None,
 ) -> list[ObjectMeta]:
     """Write ``table`` as one or more sorted objects of pool ``pool_id``; return their metadata.
     Every object records ``partition`` (the caller has split the table by partition) and
@@ -128,7 +140,8 @@ def write_objects(
     it).
 
     ``on_object`` is called after each object lands (progress, and so a caller can remove what
-    it wrote if a later step fails).
+    it wrote if a later step fails); ``tap`` sees every row group as it is encoded and every
+    object as it lands (:class:`~lake_core.encode.GroupTap`).
     """
     key.require_resolved()
     if table.num_rows == 0:
@@ -149,6 +162,7 @@ def write_objects(
         partition=partition,
         tags=tags,
         row_bytes=max(1, table.nbytes // table.num_rows),
+        tap=tap,
     )
 
 
@@ -264,6 +278,7 @@ def write_sorted(
     tags: dict[str, str] | None = None,
     row_bytes: int | None = None,
     threads: int | None = None,
+    tap: GroupTap | None = None,
 ) -> list[ObjectMeta]:
     """:func:`write_objects` of ``presorted`` rows arriving as a stream of tables of
     ``schema`` (a streaming compaction's merge): the same cutting, row groups and metadata,
@@ -318,7 +333,7 @@ def write_sorted(
         def submit(group: pa.Table) -> None:
             # The write's first group is waited for at once: encoded on this thread.
             via = _INLINE if done.rows == 0 and not building else ex
-            building.append(via.submit(encode_group, group, schema, encoding, key_names))
+            building.append(via.submit(encode_group, group, schema, encoding, key_names, tap))
 
         try:
             while not pending.empty():
@@ -369,7 +384,7 @@ def write_sorted(
                 # The last object is put on this thread: nothing is left to overlap it with.
                 via = _INLINE if pending.empty() else putter
                 landing = via.submit(
-                    _land, store, pool_id, pieces, groups, key, clock, partition, tags
+                    _land, store, pool_id, pieces, groups, key, clock, partition, tags, tap
                 )
             collect(landing)
             landing = None
@@ -477,14 +492,16 @@ def _land(
     clock: Clock,
     partition: str | None,
     tags: dict[str, str] | None,
+    tap: GroupTap | None = None,
 ) -> ObjectMeta:
-    """Put the object stitched from ``groups`` (``pieces``) and return its metadata."""
+    """Put the object stitched from ``groups`` (``pieces``), tell ``tap``, return its
+    metadata."""
     payload = b"".join(pieces)
     object_id = new_id(clock)
     store.put(PoolLayout(pool_id).data(object_id), payload)
     keys = pa.concat_tables([g.keys for g in groups]) if len(groups) > 1 else groups[0].keys
     lo, hi = key_bounds(keys, key)
-    return ObjectMeta(
+    meta = ObjectMeta(
         id=object_id,
         min=lo,
         max=hi,
@@ -495,6 +512,9 @@ def _land(
         tags=dict(tags or {}),
         checksum=checksum(payload),
     )
+    if tap is not None:
+        tap.landed(meta, [g.tapped for g in groups])
+    return meta
 
 
 def _sort_order(table: pa.Table, key: PoolKey) -> pa.Array[Any] | None:

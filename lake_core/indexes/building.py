@@ -5,6 +5,12 @@ Every writer's commit goes through :meth:`lake_core.pool.Pool.commit`, which cal
 apply`` calls it for objects already live. An index is built from the data object as written
 (its row groups read back, the indexed columns only), so one path serves loads, compaction,
 upserts, merges and reverts alike, and the row-group numbers an index records are the file's.
+A load skips the read-back: its writer shows each row group to an :class:`IndexInputs` as it
+encodes it (on the encoding threads), which prepares the rules' inputs
+(:func:`lake_core.indexes.kinds.prepare`) from the very rows written, row group by row group;
+the build then starts from those. Preparing from the rows or from the file gives the same
+index (the Parquet round trip of an indexable column is exact, and :func:`~lake_core.indexes.
+canonical.canonical` removes the type differences it could make).
 
 Invariants: an index object is written (put-if-missing, a fresh KSUID name) before the commit
 that names it, so a commit never names a missing index; an object without the rule's field, or
@@ -15,6 +21,7 @@ that rule, which is always correct).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -44,6 +51,68 @@ def index_key(pool_id: str, meta: IndexMeta) -> str:
     return PoolLayout(pool_id).index(meta.object, meta.rule_id, meta.id)
 
 
+class IndexInputs:
+    """``rules``' indexes of the objects a write lands, built from the rows as they are
+    written: a :class:`~lake_core.encode.GroupTap` for the writer, and the source
+    :func:`build_indexes` takes in place of reading those objects back.
+
+    :meth:`group` (on the writer's encoding threads) keeps each row group's indexed values in
+    canonical form; :meth:`landed` (on the thread that put the object, while the next object
+    encodes) builds the object's index objects from them at once and lets the values go. A
+    rule whose field a row group lacks, or whose values cannot be indexed, gets nothing here
+    for that object: the build reads it back (and logs why it skips the rule)."""
+
+    def __init__(self, rules: Sequence[IndexRule]) -> None:
+        self._rules = tuple(rules)
+        self._fields = tuple(dict.fromkeys(r.field for r in rules))
+        self._built: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    def group(self, rows: pa.Table) -> dict[str, pa.Array[Any]]:
+        from lake_core.indexes.canonical import check_indexable
+        from lake_core.indexes.kinds import canonical_rows
+
+        out: dict[str, pa.Array[Any]] = {}
+        for name in self._fields:
+            if name not in rows.column_names:
+                continue
+            field = rows.schema.field(name)
+            try:
+                if pa.types.is_null(field.type):
+                    out[name] = pa.array([], pa.int64())  # all null: an empty index
+                else:
+                    check_indexable(field)
+                    out[name] = canonical_rows(rows.column(name))
+            except (UsageError, ValueError, pa.ArrowException):
+                continue  # the build reads the object back and says why it skips the rule
+        return out
+
+    def landed(self, meta: ObjectMeta, groups: list[Any]) -> None:
+        from lake_core.indexes.kinds import build_prepared, prepare_canonical
+
+        prepared: dict[tuple[str, str], list[Any]] = {}
+        built: dict[tuple[str, str], bytes] = {}
+        for rule in self._rules:
+            values = [g[rule.field] for g in groups if g is not None and rule.field in g]
+            if len(values) < len(groups):
+                continue
+            try:
+                inputs = prepared.get((rule.kind, rule.field))
+                if inputs is None:
+                    inputs = prepared[(rule.kind, rule.field)] = prepare_canonical(
+                        rule.kind, values
+                    )
+                built[(meta.id, rule.id)] = build_prepared(rule.kind, inputs, fpp=rule.fpp)
+            except (UsageError, ValueError, pa.ArrowException):
+                continue  # the build reads the object back and says why it skips the rule
+        with self._lock:
+            self._built.update(built)
+
+    def built(self, object_id: str, rule: IndexRule) -> bytes | None:
+        """The bytes of ``rule``'s index object of ``object_id``, if built here."""
+        return self._built.get((object_id, rule.id))
+
+
 def build_indexes(
     store: ObjectStore,
     pool_id: str,
@@ -54,11 +123,13 @@ def build_indexes(
     *,
     batch: SyncBatch | None = None,
     threads: int = BUILD_THREADS,
+    inputs: IndexInputs | None = None,
 ) -> list[IndexMeta]:
     """Build and write the index of every object in ``objects`` under every rule in ``rules``
     whose field it holds; returns their entries (objects in order, then rules in order).
     ``batch``: write the index objects into it without fsync (the commit's small-commit path
-    syncs it before its commit point). Raises what reading the objects raises
+    syncs it before its commit point). ``inputs``: what the write of (some of) ``objects``
+    prepared from their rows; the rest are read back. Raises what reading the objects raises
     (ObjectNotFoundError, CorruptDataObjectError)."""
     work = [(o, [r for r in rules if r.field in o.columns]) for o in objects]
     work = [(o, rs) for o, rs in work if rs]
@@ -67,7 +138,7 @@ def build_indexes(
     target = store.deferring(batch) if batch is not None else store
 
     def one(item: tuple[ObjectMeta, list[IndexRule]]) -> list[IndexMeta]:
-        return _index_object(target, store, pool_id, pool_name, item[0], item[1], clock)
+        return _index_object(target, store, pool_id, pool_name, item[0], item[1], clock, inputs)
 
     if len(work) == 1:
         return one(work[0])
@@ -83,11 +154,19 @@ def _index_object(
     obj: ObjectMeta,
     rules: list[IndexRule],
     clock: Clock,
+    inputs: IndexInputs | None = None,
 ) -> list[IndexMeta]:
     from lake_core.indexes.canonical import check_indexable
     from lake_core.indexes.kinds import build_index
     from lake_core.integrity import open_verified
 
+    ready = [inputs.built(obj.id, r) for r in rules] if inputs is not None else []
+    if ready and all(data is not None for data in ready):
+        # Every rule's index was built from the rows as they were written: no read-back.
+        return [
+            _put_index(target, pool_id, obj, rule, clock, data or b"")
+            for rule, data in zip(rules, ready, strict=True)
+        ]
     opened = open_verified(store, pool_id, obj, pool_name)
     schema = opened.file.schema_arrow
     usable = []
@@ -122,16 +201,28 @@ def _index_object(
             # object is read unpruned). Store errors still fail the write, to be retried.
             log.warning("index rule %s skips object %s: %s", rule.full_name, obj.id, e)
             continue
-        meta = IndexMeta(
-            object=obj.id,
-            rule=rule.name,
-            rule_id=rule.id,
-            kind=rule.kind,
-            field=rule.field,
-            id=new_id(clock),
-            size=len(data),
-        )
-        # A fresh KSUID key: a retry after a lost answer finds its own bytes (success).
-        target.put_if_missing_idempotent(index_key(pool_id, meta), data)
-        out.append(meta)
+        out.append(_put_index(target, pool_id, obj, rule, clock, data))
     return out
+
+
+def _put_index(
+    target: ObjectStore,
+    pool_id: str,
+    obj: ObjectMeta,
+    rule: IndexRule,
+    clock: Clock,
+    payload: bytes,
+) -> IndexMeta:
+    """Write ``payload`` as ``rule``'s index object of ``obj``; return its entry."""
+    meta = IndexMeta(
+        object=obj.id,
+        rule=rule.name,
+        rule_id=rule.id,
+        kind=rule.kind,
+        field=rule.field,
+        id=new_id(clock),
+        size=len(payload),
+    )
+    # A fresh KSUID key: a retry after a lost answer finds its own bytes (success).
+    target.put_if_missing_idempotent(index_key(pool_id, meta), payload)
+    return meta

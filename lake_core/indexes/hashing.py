@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,11 +23,15 @@ import pyarrow as pa
 _local = threading.local()
 
 
-def hash64(values: pa.Array[Any]) -> np.ndarray[Any, np.dtype[np.uint64]]:
-    """DuckDB's 64-bit hash of each of ``values`` (canonical, without nulls), in order."""
+def hash64(
+    values: pa.Array[Any] | Sequence[pa.Array[Any]],
+) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """DuckDB's 64-bit hash of each of ``values`` (canonical, without nulls; or consecutive
+    arrays of one type, hashed as one without copying them together), in order."""
     import duckdb  # deferred: only index builds and bloom lookups need it
 
-    if len(values) == 0:
+    chunks = [values] if isinstance(values, pa.Array) else [v for v in values if len(v)]
+    if not chunks or sum(len(c) for c in chunks) == 0:
         return np.zeros(0, dtype=np.uint64)
     con = getattr(_local, "con", None)
     if con is None:
@@ -35,12 +40,14 @@ def hash64(values: pa.Array[Any]) -> np.ndarray[Any, np.dtype[np.uint64]]:
         con = _local.con = duckdb.connect()
         con.execute("SET threads = 1")  # the callers run their own threads
     name = "lakepool_hash_input"
-    con.register(name, pa.table({"v": values}))
+    con.register(name, pa.table({"v": pa.chunked_array(chunks)}))
     try:
-        out = con.execute(f"SELECT hash(v) AS h FROM {name}").fetchnumpy()["h"]
+        # One thread (above), so rows come back in input order; as Arrow, which costs a
+        # third less than fetchnumpy here.
+        out = con.sql(f"SELECT hash(v) AS h FROM {name}").to_arrow_table().column(0)
     finally:
         con.unregister(name)
-    return np.asarray(out, dtype=np.uint64)
+    return np.asarray(out.to_numpy(), dtype=np.uint64)
 
 
 _PROBES: tuple[pa.Array[Any], ...] = (
