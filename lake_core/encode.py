@@ -42,6 +42,9 @@ class EncodeOptions:
 
     compression: str
     dictionary_pagesize_limit: int
+    #: Dictionary-encode columns (pyarrow's default); off for a write of a few rows, where a
+    #: dictionary page per column costs more to write than it saves.
+    dictionary: bool = True
 
 
 class GroupTap(Protocol):
@@ -86,6 +89,7 @@ def encode_group(
         sink,
         schema,
         compression=compression,
+        use_dictionary=options.dictionary,
         dictionary_pagesize_limit=options.dictionary_pagesize_limit,
     ) as w:
         w.write_table(group, row_group_size=max(1, group.num_rows))

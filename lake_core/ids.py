@@ -8,6 +8,7 @@ causality (clocks skew); order comes from the journal.
 from __future__ import annotations
 
 import re
+import secrets
 from datetime import datetime
 
 from ksuid import Ksuid
@@ -20,7 +21,27 @@ _KSUID_RE = re.compile(r"^[0-9A-Za-z]{27}$")
 
 def new_id(clock: Clock = SYSTEM_CLOCK) -> str:
     """A fresh KSUID stamped with ``clock``'s time."""
-    return str(Ksuid(datetime=clock.now()))
+    return ksuid_text(clock.now(), secrets.token_bytes(16))
+
+
+#: KSUID's epoch (seconds after the Unix epoch) and base-62 digits, as the ``ksuid`` package
+#: encodes them (tests/core/test_ids.py compares the two).
+_KSUID_EPOCH = 1_400_000_000
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+#: Every 3-digit base-62 string, by value: a KSUID is 9 of them, 9 divisions instead of 27.
+_TRIPLES = [a + b + c for a in _BASE62 for b in _BASE62 for c in _BASE62]
+
+
+def ksuid_text(when: datetime, payload: bytes) -> str:
+    """The KSUID of time ``when`` and 16 bytes ``payload``: what ``str(Ksuid(datetime=when,
+    payload=payload))`` gives, at a tenth of its cost (a commit makes two ids)."""
+    stamp = int(when.timestamp() - _KSUID_EPOCH)
+    n = int.from_bytes(stamp.to_bytes(4, "big") + payload, "big")
+    digits = []
+    for _ in range(9):
+        n, r = divmod(n, 238_328)  # 62 ** 3
+        digits.append(_TRIPLES[r])
+    return "".join(reversed(digits))
 
 
 def ksuid_time(text: str) -> datetime:

@@ -31,12 +31,25 @@ from typing import Any
 import pyarrow as pa
 
 from lake_core.errors import LossyRewriteError, SchemaConflictError
+from lake_core.ingest.memo import SchemaMemo
 from lake_core.ingest.types import normalize_type
 from lake_core.otree.weights import WEIGHT_COLUMN
 
 
 def unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa.Schema:
     """The pool's schema after accepting ``incoming``; ``source`` names the input in errors."""
+    found, unified = _UNIFIED.get(pool, incoming)
+    if not found:
+        unified = _unify_schema(pool, incoming, source)
+        _UNIFIED.put((pool, incoming), unified)
+    return unified  # type: ignore[no-any-return]
+
+
+#: The unified schemas of the (pool, incoming) pairs seen lately.
+_UNIFIED = SchemaMemo()
+
+
+def _unify_schema(pool: pa.Schema | None, incoming: pa.Schema, source: str) -> pa.Schema:
     fields = [] if pool is None else [pa.field(f.name, f.type) for f in pool]
     position = {field.name: i for i, field in enumerate(fields)}
     for field in incoming:
@@ -86,20 +99,40 @@ def conform_to(
                 column = _cast(column, field.type, field.name, lossless)
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=schema)
+    found, plan = _CONFORMED.get(table.schema, schema)
+    if not found:
+        plan = _conform_plan(table.schema, schema)
+        _CONFORMED.put((table.schema, schema), plan)
+    out, casts = plan
+    if not casts and table.schema.metadata is None:
+        return table
+    kept = list(table.columns)
+    for i in casts:
+        # Unsafe only to let int64 -> float64 round large integers; the other casts (from
+        # null, into equal types) cannot lose anything.
+        kept[i] = _cast(kept[i], out.field(i).type, out.field(i).name, lossless)
+    return pa.Table.from_arrays(kept, schema=out)
+
+
+#: For the (table schema, pool schema) pairs seen lately: the schema a table is conformed to
+#: (not ``exact``) and which of its columns change type.
+_CONFORMED = SchemaMemo()
+
+
+def _conform_plan(table: pa.Schema, schema: pa.Schema) -> tuple[pa.Schema, list[int]]:
+    """What :func:`conform_to` (not ``exact``) does to a table of schema ``table``: the schema
+    it gets and the columns cast to get it. Raises SchemaConflictError."""
     fields: list[pa.Field[Any]] = []
-    kept: list[pa.ChunkedArray[Any]] = []
+    casts: list[int] = []
     pool_names = set(schema.names)
-    for field, column in zip(table.schema, table.columns, strict=True):
+    for i, field in enumerate(table):
         if field.name in pool_names:
             target = _conform_type(field.type, schema.field(field.name).type, field.name)
             if target != field.type:
-                # Unsafe only to let int64 -> float64 round large integers; the other casts
-                # (from null, into equal types) cannot lose anything.
-                column = _cast(column, target, field.name, lossless)
+                casts.append(i)
                 field = pa.field(field.name, target)
         fields.append(field)
-        kept.append(column)
-    return pa.Table.from_arrays(kept, schema=pa.schema(fields))
+    return pa.schema(fields), casts
 
 
 def _cast(column: Any, target: pa.DataType, name: str, lossless: bool) -> Any:

@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lake_core.errors import MalformedInputError
+from lake_core.ingest.memo import SchemaMemo
 
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 INT64_MAX = 2**63 - 1
@@ -95,18 +96,29 @@ def normalize_table(table: pa.Table, source: str) -> pa.Table:
     Raises MalformedInputError for duplicate column names, for uint64 values that do not fit
     int64, and for columns of a type the lake cannot store.
     """
-    duplicates = [name for name, n in Counter(table.column_names).items() if n > 1]
-    if duplicates:
-        raise MalformedInputError(source, "", f"duplicate column name {duplicates[0]!r}")
-    fields: list[pa.Field[Any]] = []
-    columns: list[pa.ChunkedArray[Any]] = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        target = normalize_type(field.type)
-        if target != field.type:
-            column = _cast_column(column, target, field.name, source)
-        fields.append(pa.field(field.name, target))
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
+    found, plan = _NORMALIZED.get(table.schema)
+    if not found:
+        duplicates = [name for name, n in Counter(table.column_names).items() if n > 1]
+        if duplicates:
+            raise MalformedInputError(source, "", f"duplicate column name {duplicates[0]!r}")
+        fields = [pa.field(f.name, normalize_type(f.type)) for f in table.schema]
+        casts = [
+            i for i, (f, g) in enumerate(zip(table.schema, fields, strict=True)) if f.type != g.type
+        ]
+        plan = (pa.schema(fields), casts)
+        _NORMALIZED.put((table.schema,), plan)
+    schema, casts = plan
+    if not casts and table.schema.equals(schema, check_metadata=True):
+        return table
+    columns = list(table.columns)
+    for i in casts:
+        field = schema.field(i)
+        columns[i] = _cast_column(columns[i], field.type, field.name, source)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+#: The normalized schema of the inputs seen lately, and which of their columns it casts.
+_NORMALIZED = SchemaMemo()
 
 
 def coerce_text_timestamps(table: pa.Table) -> pa.Table:
