@@ -200,3 +200,31 @@ def test_an_encoding_failure_in_a_worker_commits_nothing_and_leaves_no_object(
     result = compact(pool)
     assert result.objects_out > 1
     assert pool.read().sort_by([("k", "ascending"), ("s", "ascending")]).equals(rows)
+
+
+def test_input_already_in_key_order_is_sliced_and_writes_what_gathering_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows already in key order are written as slices, not gathered (``writer._sort_order``
+    is None): the same objects, byte for byte, as the same rows shuffled and sorted."""
+    t = _table(20_000, seed=9)  # distinct keys: shuffled and sorted again, the same order
+    shuffled = t.take(pa.array(random.Random(2).sample(range(t.num_rows), t.num_rows)))
+    pool = Lake.init(str(tmp_path / "lake")).create_pool("p", "k:asc")
+    options = WriteOptions(target_size=60_000, seek_stride=8_000)
+    orders: list[Any] = []
+    real_order = writer._sort_order
+
+    def recording_order(table: pa.Table, key: Any) -> Any:
+        orders.append(real_order(table, key))
+        return orders[-1]
+
+    monkeypatch.setattr(writer, "_sort_order", recording_order)
+
+    def write(table: pa.Table) -> list[bytes]:
+        metas = writer.write_objects(pool.store, pool.id, table, pool.config.key, options)
+        return [pool.store.get(pool.layout.data(m.id)) for m in metas]
+
+    from_sorted = write(t)
+    from_shuffled = write(shuffled)
+    assert orders[0] is None and orders[1] is not None  # sliced, then gathered
+    assert len(from_sorted) > 3 and from_sorted == from_shuffled
