@@ -6,9 +6,10 @@ apply`` calls it for objects already live. An index is built from the data objec
 (its row groups read back, the indexed columns only), so one path serves loads, compaction,
 upserts, merges and reverts alike, and the row-group numbers an index records are the file's.
 A load skips the read-back: its writer shows each row group to an :class:`IndexInputs` as it
-encodes it (on the encoding threads), which prepares the rules' inputs
-(:func:`lake_core.indexes.kinds.prepare`) from the very rows written, row group by row group;
-the build then starts from those. Preparing from the rows or from the file gives the same
+encodes it (on the encoding threads), which keeps the indexed values of the very rows written
+in canonical form and builds an object's index objects once the object is put
+(:func:`lake_core.indexes.kinds.prepare_canonical`, :func:`~lake_core.indexes.kinds.
+build_prepared`); the commit then only writes them. Preparing from the rows or from the file gives the same
 index (the Parquet round trip of an indexable column is exact, and :func:`~lake_core.indexes.
 canonical.canonical` removes the type differences it could make).
 
@@ -58,9 +59,10 @@ class IndexInputs:
 
     :meth:`group` (on the writer's encoding threads) keeps each row group's indexed values in
     canonical form; :meth:`landed` (on the thread that put the object, while the next object
-    encodes) builds the object's index objects from them at once and lets the values go. A
-    rule whose field a row group lacks, or whose values cannot be indexed, gets nothing here
-    for that object: the build reads it back (and logs why it skips the rule)."""
+    encodes) builds the object's index objects from them at once, keeping only their bytes. A
+    rule whose field a row group lacks, or whose values cannot be indexed — or any failure
+    here: this is an optimisation, never a reason for a write to fail — gets nothing here for
+    that object: the build reads it back (and logs why it skips the rule)."""
 
     def __init__(self, rules: Sequence[IndexRule]) -> None:
         self._rules = tuple(rules)
@@ -83,8 +85,8 @@ class IndexInputs:
                 else:
                     check_indexable(field)
                     out[name] = canonical_rows(rows.column(name))
-            except (UsageError, ValueError, pa.ArrowException):
-                continue  # the build reads the object back and says why it skips the rule
+            except Exception:  # noqa: BLE001 - an optimisation only: the build reads back
+                continue  # and says why it skips the rule
         return out
 
     def landed(self, meta: ObjectMeta, groups: list[Any]) -> None:
@@ -103,14 +105,17 @@ class IndexInputs:
                         rule.kind, values
                     )
                 built[(meta.id, rule.id)] = build_prepared(rule.kind, inputs, fpp=rule.fpp)
-            except (UsageError, ValueError, pa.ArrowException):
-                continue  # the build reads the object back and says why it skips the rule
+            except Exception:  # noqa: BLE001 - never fail the write that put the object: the
+                log.debug("index rule %s: object %s is left to the read-back build", rule, meta.id)
+                continue  # build reads it back, and says why if it skips the rule
         with self._lock:
             self._built.update(built)
 
     def built(self, object_id: str, rule: IndexRule) -> bytes | None:
-        """The bytes of ``rule``'s index object of ``object_id``, if built here."""
-        return self._built.get((object_id, rule.id))
+        """The bytes of ``rule``'s index object of ``object_id``, if built here; handed out
+        once (a second ask reads the object back), so they are not kept past their write."""
+        with self._lock:
+            return self._built.pop((object_id, rule.id), None)
 
 
 def build_indexes(

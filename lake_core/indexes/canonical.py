@@ -13,7 +13,9 @@ float16/32/64                                          float64, with -0.0 made 0
 string, large_string, string_view                      large_string
 binary, large_binary, binary_view, fixed_size_binary   large_binary
 date32/64, time32/64, timestamp (any unit, tz), dur.   int64: the integer the column stores, in
-                                                       the column's own unit
+                                                       the column's own unit (seconds of a time
+                                                       or timestamp as milliseconds: Parquet
+                                                       stores them so)
 dictionary of any of these                             the decoded values' form
 =====================================================  =========================================
 
@@ -92,6 +94,13 @@ def canonical(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
         return arr.cast(pa.large_string())  # type: ignore[no-any-return]
     if _is_binary(t):
         return arr.cast(pa.large_binary())  # type: ignore[no-any-return]
+    # Parquet has no unit of seconds for times and timestamps: such a column reads back in
+    # milliseconds. Seconds are counted in milliseconds here, so a value has one canonical
+    # form whether the index is built from the rows as written or read back.
+    if pa.types.is_time32(t) and t.unit == "s":
+        arr, t = arr.cast(pa.time32("ms")), pa.time32("ms")
+    if pa.types.is_timestamp(t) and t.unit == "s":
+        arr = arr.cast(pa.timestamp("ms", t.tz))
     if pa.types.is_date32(t) or pa.types.is_time32(t):
         return arr.view(pa.int32()).cast(pa.int64())  # type: ignore[no-any-return]
     if pa.types.is_temporal(t):

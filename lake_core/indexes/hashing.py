@@ -30,6 +30,8 @@ def hash64(
     arrays of one type, hashed as one without copying them together), in order."""
     import duckdb  # deferred: only index builds and bloom lookups need it
 
+    if isinstance(values, pa.ChunkedArray):
+        values = values.chunks
     chunks = [values] if isinstance(values, pa.Array) else [v for v in values if len(v)]
     if not chunks or sum(len(c) for c in chunks) == 0:
         return np.zeros(0, dtype=np.uint64)

@@ -36,6 +36,8 @@ import bisect
 import io
 import json
 import math
+import os
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -66,6 +68,8 @@ MAX_BUCKET_BITS = 6
 #: half the row groups each, then setting half the filters each; DuckDB and NumPy release the
 #: GIL): the end of a load waits for its last object's index while the encoding threads idle.
 PARALLEL_BLOOM_VALUES = 1 << 18
+#: Filters of fewer bits than this are filled with uint32 positions (see ``_filter_run``).
+_UINT32_BITS = 2**31
 
 __all__ = [
     "BLOOM",
@@ -167,11 +171,34 @@ def prepare_canonical(kind: str, values: Sequence[pa.Array[Any]]) -> list[Any]:
         # A large object's row groups in two halves on two threads (each hash call on its
         # thread's own DuckDB connection): the end of a load waits for its last object's index.
         half = len(values) // 2
-        with ThreadPoolExecutor(2, thread_name_prefix="lake-bloom") as ex:
-            first = ex.submit(_bloom_inputs, values[:half])
-            second = _bloom_inputs(values[half:])
-            return [*first.result(), *second]
+        first = _helper().submit(_bloom_inputs, values[:half])
+        second = _bloom_inputs(values[half:])
+        return [*first.result(), *second]
     raise UsageError(f"index kind must be one of {', '.join(KINDS)}, not {kind!r}")
+
+
+_helper_pool: ThreadPoolExecutor | None = None
+_helper_lock = threading.Lock()
+
+
+def _helper() -> ThreadPoolExecutor:
+    """The threads that build the other half of a large bloom index: kept for the process, so
+    their DuckDB connections (:func:`~lake_core.indexes.hashing.hash64`, one per thread) are
+    opened once, not once per object."""
+    global _helper_pool
+    with _helper_lock:
+        if _helper_pool is None:
+            _helper_pool = ThreadPoolExecutor(2, thread_name_prefix="lake-bloom")
+        return _helper_pool
+
+
+def _forget_helper() -> None:
+    # A forked child has the parent's executor object but none of its threads.
+    global _helper_pool
+    _helper_pool = None
+
+
+os.register_at_fork(after_in_child=_forget_helper)
 
 
 def _bloom_inputs(values: Sequence[pa.Array[Any]]) -> list[np.ndarray[Any, Any]]:
@@ -330,10 +357,9 @@ def _filters(
     half = int(np.searchsorted(ends, ends[-1] // 2)) + 1
     half = min(half, len(counts) - 1)
     cut = int(ends[half - 1])
-    with ThreadPoolExecutor(2, thread_name_prefix="lake-bloom") as ex:
-        first = ex.submit(_filter_run, hashes[:cut], counts[:half], m[:half], k[:half])
-        second = _filter_run(hashes[cut:], counts[half:], m[half:], k[half:])
-        return np.concatenate([first.result(), second])
+    first = _helper().submit(_filter_run, hashes[:cut], counts[:half], m[:half], k[:half])
+    second = _filter_run(hashes[cut:], counts[half:], m[half:], k[half:])
+    return np.concatenate([first.result(), second])
 
 
 def _filter_run(
@@ -351,7 +377,7 @@ def _filter_run(
     # Positions are uint32 where every segment's m is below 2**31 (so that pos + step, both
     # below m, cannot wrap; a segment would need some 200 million values to exceed it):
     # a third of the time of uint64 arithmetic per step.
-    unsigned = np.uint32 if int(m.max()) < 2**31 else np.uint64
+    unsigned = np.uint32 if int(m.max()) < _UINT32_BITS else np.uint64
     seg_m = np.repeat(m.astype(unsigned), counts)
     seg_k = np.repeat(k, counts)
     offset = np.repeat(np.concatenate(([0], np.cumsum(m)[:-1])), counts)
@@ -363,7 +389,7 @@ def _filter_run(
     at = np.empty(len(hashes), np.int64)
     wrapped = np.empty_like(pos)
     for i in range(int(k.max())):
-        np.add(offset, pos, out=at)
+        np.add(offset, pos, out=at, casting="unsafe")  # both below 2**63: exact
         filt[at if i < every else at[seg_k > i]] = True
         pos += step
         # pos - m wraps around (unsigned) unless pos >= m: the smaller of the two is pos mod m.

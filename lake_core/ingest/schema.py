@@ -116,7 +116,7 @@ def conform_to(
 
 #: For the (table schema, pool schema) pairs seen lately: the schema a table is conformed to
 #: (not ``exact``) and which of its columns change type.
-_CONFORMED = SchemaMemo()
+_CONFORMED = SchemaMemo(check_metadata=True)  # the uncast fields keep their own metadata
 
 
 def _conform_plan(table: pa.Schema, schema: pa.Schema) -> tuple[pa.Schema, list[int]]:

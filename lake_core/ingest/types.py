@@ -8,7 +8,9 @@ The normalized types, and the decisions behind them:
 - Integers of every width and sign are ``int64``. A ``uint64`` value above the int64 maximum
   is a :class:`~lake_core.errors.MalformedInputError` naming the column; it is never wrapped.
 - Floats of every width are ``float64``; ``bool``, ``null``, decimals, ``date32``, times,
-  durations, intervals and fixed-size binary pass through unchanged. ``date64`` is ``date32``.
+  durations, intervals and fixed-size binary pass through unchanged. ``date64`` is ``date32``;
+  ``time32`` of seconds is ``time32`` of milliseconds (Parquet stores it so, and an object
+  read back must match the pool's type).
 - Timestamps are ``timestamp("us", tz="UTC")``. A naive timestamp is taken as UTC; a timestamp
   with another zone keeps its instant (Arrow stores instants as UTC already). Seconds and
   milliseconds widen exactly; nanoseconds are truncated (toward zero, as Arrow's unsafe cast
@@ -70,6 +72,9 @@ def normalize_type(dtype: pa.DataType) -> pa.DataType:
         return TIMESTAMP_TYPE
     if pa.types.is_date64(dtype):
         return pa.date32()
+    if pa.types.is_time32(dtype) and dtype.unit == "s":
+        # Parquet has no seconds unit for times: stored as milliseconds, read back as such.
+        return pa.time32("ms")
     if (
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)

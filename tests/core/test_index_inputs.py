@@ -17,7 +17,7 @@ import pytest
 import lake_core.integrity
 from lake_core import Lake
 from lake_core.indexes.building import index_key
-from lake_core.indexes.kinds import build_index
+from lake_core.indexes.kinds import build_index, index_row_groups
 from lake_core.pool import Pool
 
 RULES = (
@@ -28,6 +28,7 @@ RULES = (
     ("by_score_bloom", "score", "bloom"),
     ("by_at", "at", "bloom"),
     ("by_tag", "tag", "exact"),
+    ("by_clock", "clock", "exact"),
 )
 
 
@@ -48,12 +49,16 @@ def _rows(start: int, n: int, rng: random.Random) -> pa.Table:
             "score": pa.array(floats, pa.float64()),
             "at": pa.array([rng.randrange(10**15) for _ in range(n)], pa.timestamp("us", tz="UTC")),
             "tag": pa.array([None] * n, pa.string()) if start else pa.nulls(n),
+            # Seconds: Parquet keeps times in milliseconds, so read back the column differs.
+            "clock": pa.array([rng.randrange(86_400) for _ in range(n)], pa.int32()).view(
+                pa.time32("s")
+            ),
         }
     )
 
 
 def _indexed_pool(lake: Lake) -> Pool:
-    lake.create_pool("logs", "ts:asc", seek_stride=4096, target_size=40_000)
+    lake.create_pool("logs", "ts:asc", seek_stride=4096, target_size=60_000)
     for name, field, kind in RULES:
         lake.create_index_rule(name, field, kind, **({"fpp": 0.05} if kind == "bloom" else {}))
     return lake.pool("logs")
@@ -92,7 +97,7 @@ def test_a_load_indexes_from_its_rows_as_the_read_back_path_would(
     # A tripwire, not a stand-in: every load below indexes only indexable columns, so none of
     # them may open the objects it wrote.
     monkeypatch.setattr(lake_core.integrity, "open_verified", no_read_back)
-    tables = [_rows(i * 2000, 2000, rng) for i in range(3)]
+    tables = [_rows(i * 6000, 6000, rng) for i in range(3)]
     for t in tables:
         commit = pool.load(t)
         assert len(commit.adds()) > 1  # several objects, each of several row groups
@@ -117,6 +122,17 @@ def test_a_load_indexes_from_its_rows_as_the_read_back_path_would(
     got = pa.Table.from_batches(list(scan.batches()), schema=scan.out_schema)
     assert sorted(got["ts"].to_pylist()) == want
     assert scan.stats.to_json()["index_row_groups_pruned"] > 0
+    # A time of seconds is found in the row group that holds it, whichever path built the
+    # index (both count it in milliseconds).
+    rules = {r.name: r for r in pool.index_rules}
+    for (oid, rule_name), meta in snap.indexes.items():
+        if rule_name != "by_clock":
+            continue
+        data_file = pq.ParquetFile(io.BytesIO(pool.store.get(pool.layout.data(oid))))
+        first = data_file.read_row_group(0, columns=["clock"]).column(0)[0]
+        wanted = pa.array([first.as_py()], pa.time32("s"))
+        groups = index_row_groups("exact", pool.store.get(index_key(pool.id, meta)), wanted)
+        assert groups is not None and 0 in groups, (oid, rules[rule_name].field)
 
 
 def test_a_column_that_cannot_be_indexed_falls_back_to_the_read_back_path(

@@ -1,0 +1,113 @@
+"""The bytes an index object holds do not change with how it is built: every builder of this
+release gives, for fixed inputs, the rows and header that the builders of the release before
+(commit 105c09a) gave — so indexes written by earlier releases and by this one answer alike.
+The digests below were taken from that release's builders; the forced paths (the two-thread
+split, 64-bit bit positions) must give the same."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lake_core.indexes.kinds as kinds
+from lake_core.indexes.kinds import build_index
+
+#: sha256 (first 24 hex digits) of each case's header and rows, from 105c09a's builders.
+GOLDEN = {
+    "exact-int": "9bcc167f7ee1435454b75de7",
+    "exact-wide": "b6f3909ed2dd4d146aecb823",
+    "exact-str": "3ca4f7084e5d84211f637ff7",
+    "exact-float": "b0ced4546ec320c77f3e4f12",
+    "exact-u64": "867aa2c2f25bd753caf55ad5",
+    "bloom-big-str": "9d027b80ab5096c84f52fb1e",
+    "bloom-small-int": "0f93a43924aefa083de13f69",
+    "bloom-float": "dc1d9121a86c98d81f728f80",
+}
+
+
+def cases() -> list[tuple[str, str, list[pa.Array[Any]], float]]:
+    rng = random.Random(20261127)
+    out = []
+    ints = [
+        pa.array(
+            [None if rng.random() < 0.05 else rng.randrange(-50, 5000) for _ in range(3000)],
+            pa.int64(),
+        )
+        for _ in range(5)
+    ]
+    out.append(("exact-int", "exact", ints, 0.01))
+    wide = [
+        pa.array(
+            [rng.choice([-(2**63), 2**63 - 1, rng.randrange(-(2**62), 2**62)]) for _ in range(500)],
+            pa.int64(),
+        )
+        for _ in range(3)
+    ]
+    out.append(("exact-wide", "exact", wide, 0.01))
+    strs = [
+        pa.array(
+            [None if rng.random() < 0.1 else f"s{rng.randrange(900)}" for _ in range(2000)],
+            pa.string(),
+        )
+        for _ in range(4)
+    ]
+    out.append(("exact-str", "exact", strs, 0.01))
+    floats = [
+        pa.array(
+            [rng.choice([None, float("nan"), -0.0, 0.0, 1.5, rng.random()]) for _ in range(1500)],
+            pa.float64(),
+        )
+        for _ in range(3)
+    ]
+    out.append(("exact-float", "exact", floats, 0.01))
+    u64 = [
+        pa.array(
+            [rng.choice([0, 2**64 - 1, 2**63, rng.randrange(2**64)]) for _ in range(400)],
+            pa.uint64(),
+        )
+        for _ in range(2)
+    ]
+    out.append(("exact-u64", "exact", u64, 0.01))
+    big = [
+        pa.array([f"comment {rng.randrange(10**9)} {i % 7}" for i in range(70_000)], pa.string())
+        for _ in range(4)
+    ]
+    out.append(("bloom-big-str", "bloom", big, 0.01))
+    small = [
+        pa.array(
+            [None if rng.random() < 0.2 else rng.randrange(100) for _ in range(700)], pa.int64()
+        )
+        for _ in range(3)
+    ] + [pa.array([], pa.int64())]
+    out.append(("bloom-small-int", "bloom", small, 0.05))
+    out.append(("bloom-float", "bloom", floats, 0.001))
+    return out
+
+
+def digest(data: bytes) -> str:
+    table = pq.read_table(io.BytesIO(data))
+    h = hashlib.sha256()
+    h.update(table.schema.metadata[b"lakepool.index"])
+    for name in table.column_names:
+        h.update(name.encode())
+        for v in table.column(name).to_pylist():
+            h.update(repr(v).encode())
+    return h.hexdigest()[:24]
+
+
+@pytest.mark.parametrize("path", ["default", "split", "uint64"])
+def test_every_build_path_writes_what_the_previous_release_wrote(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if path == "split":  # every bloom index on two threads
+        monkeypatch.setattr(kinds, "PARALLEL_BLOOM_VALUES", 0)
+    if path == "uint64":  # bit positions in 64 bits, as for filters of 2**31 bits or more
+        monkeypatch.setattr(kinds, "_UINT32_BITS", 1)
+    for name, kind, row_groups, fpp in cases():
+        assert digest(build_index(kind, row_groups, fpp=fpp)) == GOLDEN[name], name
