@@ -53,130 +53,159 @@ class StitchError(ValueError):
     """A fragment cannot be stitched (not Parquet, or it has bytes behind its chunks)."""
 
 
-class _Reader:
-    def __init__(self, data: bytes | memoryview) -> None:
-        self.data = _bytes_view(data)
-        self.pos = 0
+# The codec below is the hot Python of writing many row groups (each fragment's footer is
+# decoded, and an object's footer encoded): plain functions over ``bytes`` with the varint loops
+# inlined, about three times faster than a reader object calling a method per byte.
 
-    def byte(self) -> int:
-        b = self.data[self.pos]
-        self.pos += 1
-        return b
 
-    def varint(self) -> int:
-        shift = out = 0
+def _decode_struct(data: bytes, pos: int) -> tuple[list[Field], int]:
+    """The struct starting at ``data[pos]`` and the position after it."""
+    fields: list[Field] = []
+    last = 0
+    while True:
+        head = data[pos]
+        pos += 1
+        ctype = head & 0x0F
+        if ctype == _STOP:
+            return fields, pos
+        delta = head >> 4
+        if delta:
+            fid = last + delta
+        else:
+            n = shift = 0
+            while True:
+                b = data[pos]
+                pos += 1
+                n |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+            fid = (n >> 1) ^ -(n & 1)
+        if ctype in (_TRUE, _FALSE):
+            fields.append((fid, ctype, ctype == _TRUE))
+        else:
+            value, pos = _decode_value(data, pos, ctype)
+            fields.append((fid, ctype, value))
+        last = fid
+
+
+def _decode_value(data: bytes, pos: int, ctype: int) -> tuple[Any, int]:
+    if ctype in (_I16, _I32, _I64):
+        n = shift = 0
         while True:
-            b = self.byte()
-            out |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return out
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
             shift += 7
+        return (n >> 1) ^ -(n & 1), pos
+    if ctype == _STRUCT:
+        return _decode_struct(data, pos)
+    if ctype == _BINARY:
+        n = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        return data[pos : pos + n], pos + n
+    if ctype in (_LIST, _SET):
+        head = data[pos]
+        pos += 1
+        size, etype = head >> 4, head & 0x0F
+        if size == 15:
+            size = shift = 0
+            while True:
+                b = data[pos]
+                pos += 1
+                size |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+        items = []
+        for _ in range(size):
+            item, pos = _decode_value(data, pos, etype)
+            items.append(item)
+        return (etype, items), pos
+    if ctype in (_TRUE, _FALSE):  # in a collection: one byte
+        return data[pos] == _TRUE, pos + 1
+    if ctype == _BYTE:
+        return data[pos], pos + 1
+    if ctype == _DOUBLE:
+        return data[pos : pos + 8], pos + 8
+    raise StitchError(f"unsupported Thrift compact type {ctype}")
 
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
 
-    def value(self, ctype: int) -> Any:
-        if ctype in (_TRUE, _FALSE):  # in a collection: one byte
-            return self.byte() == _TRUE
-        if ctype == _BYTE:
-            return self.byte()
-        if ctype in (_I16, _I32, _I64):
-            return self.zigzag()
-        if ctype == _DOUBLE:
-            v = self.data[self.pos : self.pos + 8].tobytes()
-            self.pos += 8
-            return v
-        if ctype == _BINARY:
-            n = self.varint()
-            v = self.data[self.pos : self.pos + n].tobytes()
-            self.pos += n
-            return v
-        if ctype in (_LIST, _SET):
-            head = self.byte()
-            size, etype = head >> 4, head & 0x0F
-            if size == 15:
-                size = self.varint()
-            return (etype, [self.value(etype) for _ in range(size)])
-        if ctype == _STRUCT:
-            return self.struct()
+def _decode(data: bytes | memoryview) -> list[Field]:
+    """The Thrift struct that is the whole of ``data`` (a footer)."""
+    try:
+        fields, _ = _decode_struct(bytes(data), 0)
+    except IndexError:
+        raise StitchError("a truncated Thrift struct") from None
+    return fields
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+_ZIGZAG_MASK = {_I16: (1 << 16) - 1, _I32: (1 << 32) - 1, _I64: (1 << 64) - 1}
+
+
+def _encode_value(out: bytearray, ctype: int, v: Any) -> None:
+    if ctype in (_I16, _I32, _I64):
+        # zigzag: (n << 1) ^ (n >> (bits - 1)), in the field's width
+        _put_varint(out, ((v << 1) ^ (v >> 63)) & _ZIGZAG_MASK[ctype])
+    elif ctype == _STRUCT:
+        _encode_struct(out, v)
+    elif ctype == _BINARY:
+        _put_varint(out, len(v))
+        out += v
+    elif ctype in (_LIST, _SET):
+        etype, items = v
+        if len(items) < 15:
+            out.append((len(items) << 4) | etype)
+        else:
+            out.append(0xF0 | etype)
+            _put_varint(out, len(items))
+        for item in items:
+            _encode_value(out, etype, item)
+    elif ctype in (_TRUE, _FALSE):
+        out.append(_TRUE if v else _FALSE)
+    elif ctype == _BYTE:
+        out.append(v & 0xFF)
+    elif ctype == _DOUBLE:
+        out += v
+    else:
         raise StitchError(f"unsupported Thrift compact type {ctype}")
 
-    def struct(self) -> list[Field]:
-        fields: list[Field] = []
-        last = 0
-        while True:
-            head = self.byte()
-            ctype = head & 0x0F
-            if ctype == _STOP:
-                return fields
-            delta = head >> 4
-            fid = last + delta if delta else self.zigzag()
-            if ctype in (_TRUE, _FALSE):
-                fields.append((fid, ctype, ctype == _TRUE))
-            else:
-                fields.append((fid, ctype, self.value(ctype)))
-            last = fid
 
-
-class _Writer:
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def varint(self, n: int) -> None:
-        while True:
-            if n < 0x80:
-                self.out.append(n)
-                return
-            self.out.append((n & 0x7F) | 0x80)
-            n >>= 7
-
-    def zigzag(self, n: int, bits: int) -> None:
-        self.varint(((n << 1) ^ (n >> (bits - 1))) & ((1 << bits) - 1))
-
-    def value(self, ctype: int, v: Any) -> None:
-        if ctype in (_TRUE, _FALSE):
-            self.out.append(_TRUE if v else _FALSE)
-        elif ctype == _BYTE:
-            self.out.append(v & 0xFF)
-        elif ctype == _I16:
-            self.zigzag(v, 16)
-        elif ctype == _I32:
-            self.zigzag(v, 32)
-        elif ctype == _I64:
-            self.zigzag(v, 64)
-        elif ctype == _DOUBLE:
-            self.out += v
-        elif ctype == _BINARY:
-            self.varint(len(v))
-            self.out += v
-        elif ctype in (_LIST, _SET):
-            etype, items = v
-            if len(items) < 15:
-                self.out.append((len(items) << 4) | etype)
-            else:
-                self.out.append(0xF0 | etype)
-                self.varint(len(items))
-            for item in items:
-                self.value(etype, item)
-        elif ctype == _STRUCT:
-            self.struct(v)
+def _encode_struct(out: bytearray, fields: list[Field]) -> None:
+    last = 0
+    for fid, ctype, v in fields:
+        bool_field = ctype in (_TRUE, _FALSE)
+        wire = (_TRUE if v else _FALSE) if bool_field else ctype
+        if 0 < fid - last <= 15:
+            out.append(((fid - last) << 4) | wire)
         else:
-            raise StitchError(f"unsupported Thrift compact type {ctype}")
+            out.append(wire)
+            _put_varint(out, ((fid << 1) ^ (fid >> 15)) & 0xFFFF)
+        if not bool_field:
+            _encode_value(out, ctype, v)
+        last = fid
+    out.append(_STOP)
 
-    def struct(self, fields: list[Field]) -> None:
-        last = 0
-        for fid, ctype, v in fields:
-            wire = (_TRUE if v else _FALSE) if ctype in (_TRUE, _FALSE) else ctype
-            if 0 < fid - last <= 15:
-                self.out.append(((fid - last) << 4) | wire)
-            else:
-                self.out.append(wire)
-                self.zigzag(fid, 16)
-            if ctype not in (_TRUE, _FALSE):
-                self.value(ctype, v)
-            last = fid
-        self.out.append(_STOP)
+
+def _encode(fields: list[Field]) -> bytes:
+    out = bytearray()
+    _encode_struct(out, fields)
+    return bytes(out)
 
 
 def _get(fields: list[Field], fid: int) -> Any:
@@ -235,7 +264,7 @@ def parse_fragment(data: bytes | memoryview) -> Fragment:
 
 def _check_fragment(data: bytes | memoryview, start: int) -> list[Field]:
     view = _bytes_view(data)
-    footer = _Reader(view[start : len(view) - 8]).struct()
+    footer = _decode(view[start : len(view) - 8])
     groups = _get(footer, _FILE_ROW_GROUPS)
     if groups is None or len(groups[1]) != 1:
         raise StitchError("a fragment must hold exactly one row group")
@@ -326,9 +355,8 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
             footer.append((fid, ctype, (v[0], groups)))
         else:
             footer.append((fid, ctype, v))
-    w = _Writer()
-    w.struct(footer)
-    pieces += [bytes(w.out), struct.pack("<I", len(w.out)), MAGIC]
+    encoded = _encode(footer)
+    pieces += [encoded, struct.pack("<I", len(encoded)), MAGIC]
     return pieces
 
 
@@ -342,7 +370,7 @@ def read_footer(data: bytes | memoryview) -> list[Field]:
         raise StitchError("not a Parquet file")
     (footer_len,) = struct.unpack("<I", view[-8:-4])
     start = len(view) - 8 - footer_len
-    return _Reader(view[start : len(view) - 8]).struct()
+    return _decode(view[start : len(view) - 8])
 
 
 def copy_row_groups(
@@ -392,6 +420,5 @@ def copy_row_groups(
             out.append((fid, ctype, (v[0], groups)))
         else:
             out.append((fid, ctype, v))
-    w = _Writer()
-    w.struct(out)
-    return [MAGIC, view[begin:end], bytes(w.out), struct.pack("<I", len(w.out)), MAGIC]
+    encoded = _encode(out)
+    return [MAGIC, view[begin:end], encoded, struct.pack("<I", len(encoded)), MAGIC]
