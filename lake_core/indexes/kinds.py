@@ -36,8 +36,6 @@ import bisect
 import io
 import json
 import math
-import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -171,34 +169,14 @@ def prepare_canonical(kind: str, values: Sequence[pa.Array[Any]]) -> list[Any]:
         # A large object's row groups in two halves on two threads (each hash call on its
         # thread's own DuckDB connection): the end of a load waits for its last object's index.
         half = len(values) // 2
-        first = _helper().submit(_bloom_inputs, values[:half])
-        second = _bloom_inputs(values[half:])
-        return [*first.result(), *second]
+        # A thread for this call only: a thread kept for the process would keep its DuckDB
+        # connection open, and a process that forks later (Spark's JVM launcher, in the test
+        # suite) crashed with one open.
+        with ThreadPoolExecutor(1, thread_name_prefix="lake-bloom") as ex:
+            first = ex.submit(_bloom_inputs, values[:half])
+            second = _bloom_inputs(values[half:])
+            return [*first.result(), *second]
     raise UsageError(f"index kind must be one of {', '.join(KINDS)}, not {kind!r}")
-
-
-_helper_pool: ThreadPoolExecutor | None = None
-_helper_lock = threading.Lock()
-
-
-def _helper() -> ThreadPoolExecutor:
-    """The threads that build the other half of a large bloom index: kept for the process, so
-    their DuckDB connections (:func:`~lake_core.indexes.hashing.hash64`, one per thread) are
-    opened once, not once per object."""
-    global _helper_pool
-    with _helper_lock:
-        if _helper_pool is None:
-            _helper_pool = ThreadPoolExecutor(2, thread_name_prefix="lake-bloom")
-        return _helper_pool
-
-
-def _forget_helper() -> None:
-    # A forked child has the parent's executor object but none of its threads.
-    global _helper_pool
-    _helper_pool = None
-
-
-os.register_at_fork(after_in_child=_forget_helper)
 
 
 def _bloom_inputs(values: Sequence[pa.Array[Any]]) -> list[np.ndarray[Any, Any]]:
@@ -357,9 +335,10 @@ def _filters(
     half = int(np.searchsorted(ends, ends[-1] // 2)) + 1
     half = min(half, len(counts) - 1)
     cut = int(ends[half - 1])
-    first = _helper().submit(_filter_run, hashes[:cut], counts[:half], m[:half], k[:half])
-    second = _filter_run(hashes[cut:], counts[half:], m[half:], k[half:])
-    return np.concatenate([first.result(), second])
+    with ThreadPoolExecutor(1, thread_name_prefix="lake-bloom") as ex:
+        first = ex.submit(_filter_run, hashes[:cut], counts[:half], m[:half], k[:half])
+        second = _filter_run(hashes[cut:], counts[half:], m[half:], k[half:])
+        return np.concatenate([first.result(), second])
 
 
 def _filter_run(
