@@ -54,8 +54,20 @@ class StitchError(ValueError):
 
 
 # The codec below is the hot Python of writing many row groups (each fragment's footer is
-# decoded, and an object's footer encoded): plain functions over ``bytes`` with the varint loops
-# inlined, about three times faster than a reader object calling a method per byte.
+# decoded, and an object's footer encoded): plain functions over ``bytes``, a call per value
+# rather than a reader object's method call per byte (about twice as fast to decode).
+
+
+def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned varint at ``data[pos]`` and the position after it."""
+    n = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, pos
+        shift += 7
 
 
 def _decode_struct(data: bytes, pos: int) -> tuple[list[Field], int]:
@@ -72,14 +84,7 @@ def _decode_struct(data: bytes, pos: int) -> tuple[list[Field], int]:
         if delta:
             fid = last + delta
         else:
-            n = shift = 0
-            while True:
-                b = data[pos]
-                pos += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
+            n, pos = _get_varint(data, pos)
             fid = (n >> 1) ^ -(n & 1)
         if ctype in (_TRUE, _FALSE):
             fields.append((fid, ctype, ctype == _TRUE))
@@ -91,40 +96,19 @@ def _decode_struct(data: bytes, pos: int) -> tuple[list[Field], int]:
 
 def _decode_value(data: bytes, pos: int, ctype: int) -> tuple[Any, int]:
     if ctype in (_I16, _I32, _I64):
-        n = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        n, pos = _get_varint(data, pos)
         return (n >> 1) ^ -(n & 1), pos
     if ctype == _STRUCT:
         return _decode_struct(data, pos)
     if ctype == _BINARY:
-        n = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        n, pos = _get_varint(data, pos)
         return data[pos : pos + n], pos + n
     if ctype in (_LIST, _SET):
         head = data[pos]
         pos += 1
         size, etype = head >> 4, head & 0x0F
         if size == 15:
-            size = shift = 0
-            while True:
-                b = data[pos]
-                pos += 1
-                size |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
+            size, pos = _get_varint(data, pos)
         items = []
         for _ in range(size):
             item, pos = _decode_value(data, pos, etype)

@@ -36,7 +36,7 @@ import bisect
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -169,14 +169,22 @@ def prepare_canonical(kind: str, values: Sequence[pa.Array[Any]]) -> list[Any]:
         # A large object's row groups in two halves on two threads (each hash call on its
         # thread's own DuckDB connection): the end of a load waits for its last object's index.
         half = len(values) // 2
-        # A thread for this call only: a thread kept for the process would keep its DuckDB
-        # connection open, and a process that forks later (Spark's JVM launcher, in the test
-        # suite) crashed with one open.
-        with ThreadPoolExecutor(1, thread_name_prefix="lake-bloom") as ex:
-            first = ex.submit(_bloom_inputs, values[:half])
-            second = _bloom_inputs(values[half:])
-            return [*first.result(), *second]
+        first, second = _halves(_bloom_inputs, (values[:half],), (values[half:],))
+        return [*first, *second]
     raise UsageError(f"index kind must be one of {', '.join(KINDS)}, not {kind!r}")
+
+
+def _halves(
+    fn: Callable[..., Any], first: tuple[Any, ...], second: tuple[Any, ...]
+) -> tuple[Any, Any]:
+    """``fn(*first)`` on a thread of its own while this one runs ``fn(*second)``. The thread
+    lives for this call only: one kept for the process would keep its DuckDB connection open,
+    and a process that forks later (Spark's JVM launcher, in the test suite) crashed once with
+    such threads alive."""
+    with ThreadPoolExecutor(1, thread_name_prefix="lake-bloom") as ex:
+        started = ex.submit(fn, *first)
+        other = fn(*second)
+        return started.result(), other
 
 
 def _bloom_inputs(values: Sequence[pa.Array[Any]]) -> list[np.ndarray[Any, Any]]:
@@ -335,10 +343,12 @@ def _filters(
     half = int(np.searchsorted(ends, ends[-1] // 2)) + 1
     half = min(half, len(counts) - 1)
     cut = int(ends[half - 1])
-    with ThreadPoolExecutor(1, thread_name_prefix="lake-bloom") as ex:
-        first = ex.submit(_filter_run, hashes[:cut], counts[:half], m[:half], k[:half])
-        second = _filter_run(hashes[cut:], counts[half:], m[half:], k[half:])
-        return np.concatenate([first.result(), second])
+    first, second = _halves(
+        _filter_run,
+        (hashes[:cut], counts[:half], m[:half], k[:half]),
+        (hashes[cut:], counts[half:], m[half:], k[half:]),
+    )
+    return np.concatenate([first, second])
 
 
 def _filter_run(
