@@ -55,7 +55,8 @@ class StitchError(ValueError):
 
 # The codec below is the hot Python of writing many row groups (each fragment's footer is
 # decoded, and an object's footer encoded): plain functions over ``bytes``, a call per value
-# rather than a reader object's method call per byte (about twice as fast to decode).
+# rather than a reader object's method call per byte (a third less time to decode a footer of
+# lineitem's 16 columns, a fifth less to encode it, the same trees and bytes).
 
 
 def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
