@@ -417,7 +417,11 @@ def _won_anyway(
 
 def _committed(pool: Pool, landed: Commit) -> Commit:
     # Keep the new tip's snapshot (the parent's is cached: the commit was planned on it), so
-    # the next commit from this process decodes nothing.
+    # the next commit from this process decodes nothing. A commit that wrote its snapshot has
+    # it cached already (``_write_commit``).
+    if landed.has_snapshot and pool.cached_snapshot(landed.id) is not None:
+        pool.remember(landed)
+        return landed
     parent = Snapshot() if landed.parent is None else pool.cached_snapshot(landed.parent)
     pool.remember(
         landed,

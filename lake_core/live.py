@@ -158,6 +158,17 @@ def decode_objects(table: pa.Table) -> list[ObjectMeta]:
     return out
 
 
+#: Chunks a folded base may hold before they are combined: each fold appends one.
+_MAX_CHUNKS = 16
+
+
+def _few_chunks(table: pa.Table) -> pa.Table:
+    """``table``, its columns combined into one chunk once folds have split them into many."""
+    if table.num_columns and table.column(0).num_chunks > _MAX_CHUNKS:
+        return table.combine_chunks()
+    return table
+
+
 def _concat_exact(a: pa.Table, b: pa.Table) -> pa.Table | None:
     """``a`` then ``b`` as one table when every shared column has one type (a column only one
     side has, or that is all-null on one side, is filled with nulls); None otherwise, so no
@@ -326,9 +337,14 @@ class LiveObjects(Mapping[str, ObjectMeta]):
         run of commits in one process builds up)."""
         if not self._removed and not self._added:
             return self
-        if self._base._table is not None and self._base._metas is None:
-            table = self.table()
-            return LiveObjects(_Base(table=table))
+        base = self._base
+        if base._table is not None:
+            # The base is encoded already (a decoded snapshot, or the last checkpoint this
+            # process wrote): extend that encoding by the overlay's rows, so the next
+            # checkpoint encodes the commits since this one, not every live object again.
+            table = _few_chunks(self.table())
+            metas = list(self.iter_values()) if base._metas is not None else None
+            return LiveObjects(_Base(table=table, metas=metas))
         return LiveObjects(_Base(metas=list(self.iter_values())))
 
     # -- columnar ----------------------------------------------------------------------------

@@ -194,6 +194,51 @@ def test_commits_apply_over_a_decoded_snapshot_as_over_a_dict() -> None:
         apply_commit(snap, _commit("bad", snap, [Delete(first), Delete(first)]))
 
 
+def test_checkpoints_encode_only_the_commits_since_the_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A process committing many times writes a snapshot every SNAPSHOT_INTERVAL commits; once
+    one is encoded, the next encodes only the objects added since (the folded base keeps its
+    table), and every snapshot still encodes exactly the live set, in order."""
+    encoded: list[int] = []
+    real = live_mod.encode_objects
+
+    def counting(objects: Any) -> pa.Table:
+        objs = list(objects)
+        encoded.append(len(objs))
+        return real(objs)
+
+    monkeypatch.setattr(live_mod, "encode_objects", counting)
+    monkeypatch.setattr(live_mod, "_MAX_CHUNKS", 3)  # so the test also combines chunks
+    rng = random.Random(11)
+    snap = _snapshot([])
+    model: dict[str, ObjectMeta] = {}
+    checkpoints = 0
+    for n in range(200):
+        dels = rng.sample(list(model), min(len(model), rng.randint(0, 1)))
+        adds = [
+            ObjectMeta(f"n{n}-{j}", [n], [n + j], 1, 10, {"k": ColumnMeta("int64", n, n + j, 0)})
+            for j in range(rng.randint(1, 2))
+        ]
+        cached = n % 10 == 9
+        snap = apply_commit(
+            snap, _commit(f"c{n}", snap, [*map(Delete, dels), *map(Add, adds)], cached)
+        )
+        for i in dels:
+            del model[i]
+        model.update({o.id: o for o in adds})
+        if cached:
+            checkpoints += 1
+            encoded.clear()
+            table = LiveObjects.of(snap.objects).table()
+            assert table.equals(real(model.values()))
+            assert Snapshot.decode("k", snap.encode()).objects.keys() == model.keys()
+            assert list(snap.objects.values()) == list(model.values())
+            if checkpoints > 1:  # the first checkpoint of the process encodes everything
+                assert max(encoded, default=0) <= 2 * 10, encoded
+            assert table.column(0).num_chunks <= 4
+
+
 def _ranged(rng: random.Random, i: int, kind: str) -> ObjectMeta:
     if kind == "int":
         lo = rng.randint(-50, 50)
