@@ -28,8 +28,10 @@ def new_id(clock: Clock = SYSTEM_CLOCK) -> str:
 #: encodes them (tests/core/test_ids.py compares the two).
 _KSUID_EPOCH = 1_400_000_000
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-#: Every 3-digit base-62 string, by value: a KSUID is 9 of them, 9 divisions instead of 27.
-_TRIPLES = [a + b + c for a in _BASE62 for b in _BASE62 for c in _BASE62]
+#: Every 2-digit base-62 string, by value: a KSUID is 13 of them and one digit, 13 divisions
+#: instead of 27. (A table of 3-digit strings saves another microsecond per id but takes 45 ms
+#: to build, which every CLI process would pay at import.)
+_PAIRS = [a + b for a in _BASE62 for b in _BASE62]
 
 
 def ksuid_text(when: datetime, payload: bytes) -> str:
@@ -38,9 +40,10 @@ def ksuid_text(when: datetime, payload: bytes) -> str:
     stamp = int(when.timestamp() - _KSUID_EPOCH)
     n = int.from_bytes(stamp.to_bytes(4, "big") + payload, "big")
     digits = []
-    for _ in range(9):
-        n, r = divmod(n, 238_328)  # 62 ** 3
-        digits.append(_TRIPLES[r])
+    for _ in range(13):
+        n, r = divmod(n, 3_844)  # 62 ** 2
+        digits.append(_PAIRS[r])
+    digits.append(_BASE62[n])  # n < 62: 27 digits in all
     return "".join(reversed(digits))
 
 

@@ -173,11 +173,14 @@ def _concat_exact(a: pa.Table, b: pa.Table) -> pa.Table | None:
     """``a`` then ``b`` as one table when every shared column has one type (a column only one
     side has, or that is all-null on one side, is filled with nulls); None otherwise, so no
     value is ever cast (an int bound must not come back a float)."""
-    names = list(dict.fromkeys([*a.schema.names, *b.schema.names]))
+    if a.schema.equals(b.schema, check_metadata=True):
+        return pa.concat_tables([a, b])
+    in_a = {f.name: (i, f) for i, f in enumerate(a.schema)}
+    in_b = {f.name: (i, f) for i, f in enumerate(b.schema)}
     fields, left, right = [], [], []
-    for name in names:
-        fa = a.schema.field(name) if name in a.schema.names else None
-        fb = b.schema.field(name) if name in b.schema.names else None
+    for name in dict.fromkeys([*in_a, *in_b]):
+        ia, fa = in_a.get(name, (-1, None))
+        ib, fb = in_b.get(name, (-1, None))
         if fa is not None and fb is not None and fa.type != fb.type:
             if pa.types.is_null(fa.type):
                 fa = None
@@ -190,8 +193,8 @@ def _concat_exact(a: pa.Table, b: pa.Table) -> pa.Table | None:
         f = fa if fa is not None else fb
         assert f is not None
         fields.append(f)
-        left.append(a.column(name) if fa is not None else pa.nulls(a.num_rows, f.type))
-        right.append(b.column(name) if fb is not None else pa.nulls(b.num_rows, f.type))
+        left.append(a.column(ia) if fa is not None else pa.nulls(a.num_rows, f.type))
+        right.append(b.column(ib) if fb is not None else pa.nulls(b.num_rows, f.type))
     schema = pa.schema(fields)
     return pa.concat_tables(
         [pa.Table.from_arrays(left, schema=schema), pa.Table.from_arrays(right, schema=schema)]

@@ -84,8 +84,21 @@ def fsync_all(paths: list[str]) -> None:
         if _sync_pool is None:
             _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="lake-fsync")
         pool = _sync_pool
-    for future in [pool.submit(_fsync_path, p) for p in paths]:
-        future.result()
+    # The calling thread syncs the first path itself: it would only wait otherwise, and each
+    # hand-off to a pool thread costs a wake-up.
+    futures = [pool.submit(_fsync_path, p) for p in paths[1:]]
+    first: BaseException | None = None
+    try:
+        _fsync_path(paths[0])
+    except BaseException as e:  # noqa: BLE001 - raised below, after the others finish
+        first = e
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as e:  # noqa: BLE001 - the first failure is the one raised
+            first = first or e
+    if first is not None:
+        raise first
 
 
 class LocalObjectStore(ObjectStore):
