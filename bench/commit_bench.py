@@ -162,6 +162,7 @@ def concurrent_run(
     lake.create_pool("c", f"{w.KEY}:asc")
     pool = lake.pool("c")
     pool.load(batches[0])  # the first commit (schema) outside the clock
+    pool.store.flush()  # its HEAD hint, put in the background on S3
     entries0 = pool.journal.read_head().n
     requests0 = getattr(pool.store, "requests", 0)
     per = [loads // writers + (1 if t < loads % writers else 0) for t in range(writers)]
@@ -187,6 +188,7 @@ def concurrent_run(
     elapsed = time.perf_counter() - t0
     if errors:
         raise errors[0]
+    pool.store.flush()  # the last HEAD hint (after the clock: no load waits for it)
     requests = getattr(pool.store, "requests", 0) - requests0
     entries = pool.journal.read_head().n - entries0
     rows = pool.count().rows

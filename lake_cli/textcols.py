@@ -188,10 +188,10 @@ def ndjson_bytes(batch: pa.RecordBatch) -> memoryview:
 
 
 def _csv_null_markers() -> pa.Array[Any]:
-    """The unquoted fields that ``lake load`` (pyarrow's CSV reader) reads as null."""
-    import pyarrow.csv as pa_csv
+    """The unquoted fields that ``lake load`` reads as null."""
+    from lake_core.ingest.readers import CSV_NULL_VALUES
 
-    return pa.array(pa_csv.ConvertOptions().null_values or [""], pa.string())
+    return pa.array(list(CSV_NULL_VALUES) or [""], pa.string())
 
 
 def _csv_text(col: Column) -> Column:

@@ -32,6 +32,7 @@ from lake_core.errors import (
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
+from lake_core.ids import is_ksuid
 from lake_core.ingest.schema import conform_to, unify_schema
 from lake_core.integrity import read_verified
 from lake_core.keyset import KeySet
@@ -280,6 +281,9 @@ def revert(
     stay removed. A commit that only changed the layout, or that is already reverted on this
     branch, has nothing to revert (EmptyTransactionError). Reverting a revert re-applies the
     original; reverting a merge removes what the merge brought in."""
+    if not is_ksuid(commit_id) and commit_id not in pool.branches():
+        # resolve() would call it a missing branch: the argument names a commit.
+        raise NotFoundError("commit", commit_id, f"in pool {pool.name}")
     pool.resolve(commit_id)  # a reclaimed (vacated) id says so, not 'not found'
     target = pool.read_commit(commit_id)
     pool.check_not_vacated(target)

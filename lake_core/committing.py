@@ -309,6 +309,10 @@ def commit(
                     pending = None
                 pending = _write_commit(pool, request, parent_id, attempt, batch)
             action = {"op": "set", "name": branch, "value": pending.id, "prev": parent_id}
+            # Puts still in flight (a remote store's background writes: the data objects and
+            # this commit object) finish here, before the commit point: one that failed fails
+            # the commit while nothing can name its objects.
+            pool.store.settle(batch)
             if guard is not None:
                 guard()
             in_flight = True
@@ -356,8 +360,9 @@ def _write_commit(
     )
     if planned.has_snapshot:
         snap = apply_commit(parent, planned, pool.config.txn_retention)
-        # The snapshot lands before the commit object, so a commit that says it has one
-        # always does.
+        # The snapshot is put before the commit object; both become reachable only with the
+        # journal entry, which waits for both, so a reachable commit that says it has a
+        # snapshot has one.
         store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
         pool.remember(planned, snap)
     store.put_if_missing_idempotent(pool.layout.commit(planned.id), planned.encode())

@@ -96,6 +96,10 @@ class FaultProxy:
         self.upstream_port = parsed.port or 80
         self.rules: list[Rule] = []
         self.events: list[tuple[str, str, str]] = []
+        #: Every request's arrival and answer in the order they happened: ``("arrived" |
+        #: "answered", method, path)`` (a dropped request is "answered" when dropped), so a
+        #: test can tell which requests were in flight together.
+        self.timeline: list[tuple[str, str, str]] = []
         self._outage = 0
         self._outage_action = "error"
         self._rng = random.Random(seed)
@@ -158,8 +162,13 @@ class FaultProxy:
 
     # -- deciding ---------------------------------------------------------------------------
 
+    def note(self, what: str, method: str, path: str) -> None:
+        with self._lock:
+            self.timeline.append((what, method, path))
+
     def decide(self, method: str, path: str) -> tuple[str, Rule | None]:
         with self._lock:
+            self.timeline.append(("arrived", method, path))
             if self._outage > 0:
                 self._outage -= 1
                 action = f"outage-{self._outage_action}"
@@ -256,6 +265,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._read_body()
         path = urllib.parse.unquote(self.path)
+        try:
+            self._answer(body, path)
+        finally:
+            self.owner.note("answered", self.command, path)
+
+    def _answer(self, body: bytes, path: str) -> None:
         action, rule = self.owner.decide(self.command, path)
         if action == "drop" or action == "outage-drop":
             self._drop()

@@ -93,7 +93,10 @@ def optimize(lk: LakeContext, pool: str, lock_timeout: float, fmt: str) -> None:
         state["objects"] += 1
         state["rows"] += obj.count
         if sys.stderr.isatty():
-            sys.stderr.write(f"\rwrote {state['objects']} objects, {state['rows']} rows")
+            sys.stderr.write(
+                f"\rwrote {report.count(state['objects'], 'object')}, "
+                f"{report.count(state['rows'], 'row')}"
+            )
             sys.stderr.flush()
 
     result = target.optimize(branch or MAIN, lock_timeout=lock_timeout, on_object=progress)
@@ -135,19 +138,20 @@ def dedupe(lk: LakeContext, pool: str, lock_timeout: float, fmt: str) -> None:
             f"skipped {result.objects_skipped})"
         )
         return
-    say(f"{result.commit.id} committed")
     say(
         f"removed {report.count(result.rows_removed, 'duplicate row')}: examined "
         f"{report.count(result.objects_examined, 'object')} (skipped {result.objects_skipped}), "
         f"rewrote {result.objects_rewritten} into {result.objects_written}"
     )
     if result.resolved_from_history or result.resolved_from_snapshot_order:
+        by_order = result.resolved_from_snapshot_order
         say(
             f"newest row of {report.count(result.resolved_from_history, 'key')} from history "
             f"(walked {report.count(result.recency_commits_read, 'commit')}, read "
             f"{report.count(result.recency_objects_read, 'object')}), "
-            f"{result.resolved_from_snapshot_order} by snapshot order (history vacated)"
+            f"{by_order} by snapshot order" + (" (history vacated)" if by_order else "")
         )
+    say(f"{result.commit.id} committed")  # last, as every committing command's
 
 
 @command(

@@ -32,7 +32,7 @@ from lake_cli.parsing import Choice, CommandLineError, Number
 from lake_core.clock import to_iso
 from lake_core.errors import NoRowsMatchedError, UsageError
 from lake_core.names import MAIN
-from lake_core.units import format_size, human_size, parse_duration, parse_fraction, parse_size
+from lake_core.units import human_size, parse_duration, parse_fraction, parse_size
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -205,8 +205,8 @@ def _progress(quiet: bool) -> Any:
         state["rows"] += obj.count
         state["bytes"] += obj.size
         sys.stderr.write(
-            f"\rwrote {state['objects']} objects, {state['rows']} rows, "
-            f"{format_size(state['bytes'])}"
+            f"\rwrote {report.count(state['objects'], 'object')}, "
+            f"{report.count(state['rows'], 'row')}, {human_size(state['bytes'])}"
         )
         sys.stderr.flush()
 

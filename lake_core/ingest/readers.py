@@ -131,8 +131,16 @@ def read_json(data: bytes, source: str) -> pa.Table:
     return _finish_text(_records_to_table(records, source), source)
 
 
+#: The unquoted CSV fields read as null: pyarrow's markers (as R and pandas write missing
+#: values) except the spellings of NaN, which are the float NaN (as ``lake query -f csv``
+#: writes it), so a NaN survives the round trip.
+CSV_NULL_VALUES: Final = tuple(
+    v for v in pa_csv.ConvertOptions().null_values or () if v.lower().lstrip("-") != "nan"
+)
 #: Null markers apply to string columns too, but never to a quoted field.
-_CSV_CONVERT = pa_csv.ConvertOptions(strings_can_be_null=True, quoted_strings_can_be_null=False)
+_CSV_CONVERT = pa_csv.ConvertOptions(
+    null_values=list(CSV_NULL_VALUES), strings_can_be_null=True, quoted_strings_can_be_null=False
+)
 
 
 def read_csv(data: bytes, source: str) -> pa.Table:
@@ -149,7 +157,48 @@ def read_csv(data: bytes, source: str) -> pa.Table:
     if any(pa.types.is_binary(dtype) for dtype in table.schema.types):
         # pyarrow reads a column holding invalid UTF-8 as binary; text never means bytes.
         _check_utf8(data, source)
+    floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
+    if floats and _MAYBE_BIG_INT.search(data):
+        _refuse_big_csv_ints(data, source, floats)
     return _finish_text(table, source)
+
+
+_INTEGER_TEXT = re.compile(r"[+-]?\d+")
+
+
+def _refuse_big_csv_ints(data: bytes, source: str, columns: list[str]) -> None:
+    """pyarrow types a CSV column holding an integer beyond int64 float64, losing digits:
+    read ``columns`` again as text and refuse such an integer, naming its row."""
+    text = pa_csv.read_csv(
+        io.BytesIO(data),
+        convert_options=pa_csv.ConvertOptions(
+            include_columns=columns, column_types=dict.fromkeys(columns, pa.string())
+        ),
+    )
+    for name in columns:
+        for row, value in enumerate(text.column(name).to_pylist(), start=1):
+            if value is None or len(value) < 19 or not _INTEGER_TEXT.fullmatch(value):
+                continue
+            number = int(value)
+            if not -INT64_MAX - 1 <= number <= INT64_MAX:
+                raise MalformedInputError(
+                    source, _csv_record_line(data, row), str(_BigInt(name, number, ""))
+                )
+
+
+def _csv_record_line(data: bytes, record: int) -> str:
+    """Where data record ``record`` (1-based, after the header; blank lines skipped, as
+    pyarrow does) starts: ``line N``, N physical (a quoted field may span lines)."""
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
+    seen, previous_end = -1, 0  # the header is record 0
+    for row in reader:
+        start, previous_end = previous_end + 1, reader.line_num
+        if not row:
+            continue
+        seen += 1
+        if seen == record:
+            return f"line {start}"
+    return f"record {record}"
 
 
 def read_parquet(file: pa.NativeFile, source: str) -> pa.Table:
@@ -255,7 +304,31 @@ def _read_json_lines_fast(data: bytes) -> pa.Table | None:
         table.validate(full=True)
     except (pa.ArrowException, OSError):
         return None
+    if _has_float(table.schema) and _MAYBE_BIG_INT.search(data):
+        # pyarrow types an integer beyond int64 float64, losing digits: the stdlib path
+        # refuses it, naming the line (a long run of digits in a string or a long fraction
+        # only costs the slower parse).
+        return None
     return table
+
+
+#: What a JSON writer can do about an integer beyond int64.
+_JSON_BIG_INT_HINT = " (quote it to load it as a string, or write it as a float)"
+#: 19 digits in a row: any integer beyond int64 has at least that many.
+_MAYBE_BIG_INT = re.compile(rb"\d{19}")
+
+
+def _has_float(schema: pa.Schema) -> bool:
+    def floats(dtype: pa.DataType) -> bool:
+        if pa.types.is_floating(dtype):
+            return True
+        if pa.types.is_struct(dtype):
+            return any(floats(f.type) for f in dtype)
+        if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+            return floats(dtype.value_type)
+        return False
+
+    return any(floats(t) for t in schema.types)
 
 
 def _parse_json_lines(data: bytes, source: str) -> list[tuple[str, Record]]:
@@ -339,7 +412,8 @@ class _MixedTypes(Exception):
 
 def _records_to_table(records: list[tuple[str, Record]], source: str) -> pa.Table:
     """Records parsed by the stdlib as a table, with the types resolved here: the union of the
-    fields, int and float mixing into float64, any other mix of kinds malformed."""
+    fields, int and float mixing into float64, any other mix of kinds malformed, an integer
+    beyond int64 refused (as a float it would silently lose digits: an id, a hash)."""
     columns: dict[str, pa.DataType] = {}
     for location, record in records:
         try:
@@ -353,15 +427,16 @@ def _records_to_table(records: list[tuple[str, Record]], source: str) -> pa.Tabl
                 location,
                 f"mixed types for column {err.path!r}: {err.first} and {err.second}",
             ) from None
+        except _BigInt as err:
+            raise MalformedInputError(source, location, str(err)) from None
     schema = pa.schema(list(columns.items()))
     rows = [record for _, record in records]
-    try:
-        return pa.Table.from_pylist(rows, schema=schema)
-    except (pa.ArrowInvalid, OverflowError):
-        # Integers beyond int64 were typed float64 (as pyarrow's reader does), but pyarrow
-        # will not convert such Python ints itself.
-        rows = [{k: _big_ints_to_floats(v) for k, v in row.items()} for row in rows]
-        return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+class _BigInt(Exception):
+    def __init__(self, path: str, value: int, hint: str = _JSON_BIG_INT_HINT) -> None:
+        super().__init__(f"column {path!r}: the integer {value} does not fit int64{hint}")
 
 
 def _value_type(value: object, path: str) -> pa.DataType:
@@ -370,7 +445,9 @@ def _value_type(value: object, path: str) -> pa.DataType:
     if isinstance(value, bool):
         return pa.bool_()
     if isinstance(value, int):
-        return pa.int64() if -INT64_MAX - 1 <= value <= INT64_MAX else pa.float64()
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise _BigInt(path, value)
+        return pa.int64()
     if isinstance(value, float):
         return pa.float64()
     if isinstance(value, str):
@@ -406,16 +483,6 @@ def _merge_types(seen: pa.DataType, new: pa.DataType, path: str) -> pa.DataType:
 
 def _is_number(dtype: pa.DataType) -> bool:
     return pa.types.is_int64(dtype) or pa.types.is_float64(dtype)
-
-
-def _big_ints_to_floats(value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if -INT64_MAX - 1 <= value <= INT64_MAX else float(value)
-    if isinstance(value, list):
-        return [_big_ints_to_floats(item) for item in value]
-    if isinstance(value, dict):
-        return {k: _big_ints_to_floats(v) for k, v in value.items()}
-    return value
 
 
 # --- CSV ----------------------------------------------------------------------------------

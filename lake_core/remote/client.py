@@ -19,7 +19,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
@@ -36,11 +36,22 @@ def pool_path(pool: str, *rest: str) -> str:
     return "/".join(parts)
 
 
+def _masked(url: str) -> str:
+    """``url`` with the password of its user info replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 class ServiceClient:
     """One lake service at ``base_url``, with an optional bearer ``token``."""
 
     def __init__(self, base_url: str, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        #: The URL as messages show it: a password in it (``http://user:pw@host``) masked.
+        self.shown_url = _masked(self.base_url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
             base_url=self.base_url + API_PREFIX,
@@ -55,14 +66,14 @@ class ServiceClient:
         what = type(e).__name__
         if write and not isinstance(e, httpx.ConnectError | httpx.ConnectTimeout):
             return RemoteError(
-                f"lost the connection to the lake service at {self.base_url} ({what}) before "
+                f"lost the connection to the lake service at {self.shown_url} ({what}) before "
                 "it answered: the change may or may not have been committed; check with "
                 "`lake log`"
             )
         # The reason (refused, a certificate that does not verify) helps; it holds no header.
         reason = str(e).strip()
         detail = f"{what}: {reason}" if reason else what
-        return RemoteError(f"cannot reach the lake service at {self.base_url} ({detail})")
+        return RemoteError(f"cannot reach the lake service at {self.shown_url} ({detail})")
 
     @staticmethod
     def _raise_for(response: httpx.Response) -> None:

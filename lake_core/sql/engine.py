@@ -644,7 +644,12 @@ def _opened_once(open_pool: Callable[[str], Pool]) -> Callable[[str], Pool]:
 
 
 def engine_error(error: Exception) -> SqlError:
-    """A DuckDB error as one line: ``Binder Error: Referenced column "x" not found …``."""
-    text = str(error).strip().splitlines()
-    first = text[0] if text else type(error).__name__
-    return SqlError(first)
+    """A DuckDB error as one line: ``Binder Error: Referenced column "x" not found …``. A
+    message DuckDB spreads over lines is joined up to its first blank line or its ``LINE n:``
+    excerpt of the query (with a caret under it: useless on one line)."""
+    kept: list[str] = []
+    for line in str(error).strip().splitlines():
+        if not line.strip() or line.startswith("LINE "):
+            break
+        kept.append(line.strip())
+    return SqlError(" ".join(kept) if kept else type(error).__name__)

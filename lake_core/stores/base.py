@@ -28,7 +28,11 @@ whose puts return *before* they are durable, noting what they wrote in a :class:
 its own temp file) before its own name appears. The invariant callers keep: nothing that names
 an object of a batch is put before the batch is durable — the journal entry, the commit point,
 is the one put that names them, and it goes through ``put_if_missing_after``. On S3 every PUT
-is durable when it returns: ``deferring`` is the store itself and the batch stays empty.
+is durable when it returns, so what a deferring view saves there is the wait: its small puts
+run on background threads (the data object's PUT and the commit object's overlap), noted in
+the batch as in flight; :meth:`ObjectStore.settle` waits for them and raises a failed one, and
+the commit calls it before its commit point. A store's own reads and deletes of a key wait for
+that key's put in flight, so a process reads what it wrote.
 """
 
 from __future__ import annotations
@@ -37,7 +41,10 @@ import abc
 import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 @dataclass(frozen=True)
@@ -57,17 +64,21 @@ class SyncBatch:
 
     files: list[str] = field(default_factory=list)
     dirs: set[str] = field(default_factory=set)
+    #: Puts still running (a remote store's deferring view): key and its future.
+    pending: list[tuple[str, Future[None]]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.dirs)
+        return bool(self.files or self.dirs or self.pending)
 
     def merge(self, other: SyncBatch) -> None:
         self.files.extend(other.files)
         self.dirs.update(other.dirs)
+        self.pending.extend(other.pending)
 
     def clear(self) -> None:
         self.files.clear()
         self.dirs.clear()
+        self.pending.clear()
 
 
 class ObjectStore(abc.ABC):
@@ -128,6 +139,17 @@ class ObjectStore(abc.ABC):
     def sync(self, batch: SyncBatch) -> None:
         """Make every object in ``batch`` durable, then empty it. Default: nothing to do."""
         batch.clear()
+
+    def settle(self, batch: SyncBatch) -> None:
+        """Wait for the puts of ``batch`` still in flight; raise ObjectStoreError (never
+        ObjectExistsError) if one failed. What is left in ``batch`` then only needs syncing.
+        Default: nothing runs in the background."""
+        return
+
+    def flush(self) -> None:
+        """Wait for every write this store still runs in the background (hints included).
+        Default: none."""
+        return
 
     def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
         """``put_if_missing``, made only once every object of ``after`` is durable: nothing can

@@ -12,21 +12,35 @@ resolution (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
 ``AWS_ENDPOINT_URL``, profiles). They never appear in ``uri``, in errors or in logs: error
 messages carry only the bucket, the key and the service's error code.
+
+Background writes (see :mod:`lake_core.stores.base`, "Deferred durability"). A deferring view's
+puts of small objects run on this store's writer threads, so a small commit's data object and
+commit object are in flight together and the commit waits once (:meth:`S3ObjectStore.settle`)
+before its journal entry; HEAD hints are written on one thread of their own, after the commit
+has returned. In-flight puts are kept by key: this store's ``get``, ``get_range``, ``head``,
+``delete`` and ``delete_many`` of such a key, and its ``list`` of a prefix, wait for those puts
+first. Puts are deferred only up
+to :data:`DEFER_MAX_OBJECT` bytes each and :data:`DEFER_MAX_IN_FLIGHT` in all (larger ones are
+made on the calling thread), so a large load never holds more than that in memory for them.
 """
 
 from __future__ import annotations
 
 import builtins
+import os
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
-from lake_core.stores.base import ObjectInfo, ObjectStore
+from lake_core.stores.base import ObjectInfo, ObjectStore, SyncBatch
 from lake_core.stores.s3config import S3Config, retries
 
 __all__ = ["S3Config", "S3ObjectStore", "retries"]
@@ -36,6 +50,105 @@ if TYPE_CHECKING:
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 _CONFLICT_RETRIES = 20
+#: Largest put a deferring view runs in the background; larger ones wait on the caller.
+DEFER_MAX_OBJECT = 8 << 20
+#: Bytes of background puts in flight at most (per store); beyond, puts wait on the caller.
+DEFER_MAX_IN_FLIGHT = 64 << 20
+_WRITER_THREADS = 8
+
+
+class _InFlight:
+    """A store's puts running in the background, by key. Invariant: a key maps to its latest
+    put still running; a put waits for the one before it on the same key, so puts of one key
+    land in the order they were made."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[str, Future[None]] = {}
+        self._bytes = 0
+        self._writers: ThreadPoolExecutor | None = None
+        self._hints: ThreadPoolExecutor | None = None  # one thread: hints land in order
+        _ALL.add(self)
+
+    def submit(
+        self, key: str, size: int, fn: Callable[[], None], *, hint: bool = False
+    ) -> Future[None] | None:
+        """Run ``fn`` (the put of ``key``, ``size`` bytes) in the background; None when it is
+        too large to defer now (the caller puts it itself)."""
+        with self._lock:
+            if not hint and (size > DEFER_MAX_OBJECT or self._bytes + size > DEFER_MAX_IN_FLIGHT):
+                return None
+            if hint:
+                if self._hints is None:
+                    self._hints = ThreadPoolExecutor(1, thread_name_prefix="lake-s3-hint")
+                pool = self._hints
+            else:
+                if self._writers is None:
+                    self._writers = ThreadPoolExecutor(
+                        _WRITER_THREADS, thread_name_prefix="lake-s3-put"
+                    )
+                pool = self._writers
+            before = self._by_key.get(key)
+            future = pool.submit(_after, before, key, fn)
+            self._by_key[key] = future
+            self._bytes += size
+        future.add_done_callback(lambda f: self._done(key, f, size))
+        return future
+
+    def _done(self, key: str, future: Future[None], size: int) -> None:
+        with self._lock:
+            if self._by_key.get(key) is future:
+                del self._by_key[key]
+            self._bytes -= size
+
+    def wait(self, key: str) -> None:
+        """Return once no put of ``key`` is running (its outcome is the put's caller's). In
+        the put's own task (a put-if-missing reading its key back) there is nothing to wait
+        for: waiting there would wait for itself."""
+        if getattr(_task, "key", None) == key:
+            return
+        with self._lock:
+            future = self._by_key.get(key)
+        if future is not None:
+            wait_futures([future])
+
+    def wait_all(self, prefix: str = "") -> None:
+        """Return once no put of a key starting with ``prefix`` is running."""
+        with self._lock:
+            futures = [f for k, f in self._by_key.items() if k.startswith(prefix)]
+        wait_futures(futures)
+
+    def forget(self) -> None:
+        """In a forked child: the parent's threads and puts are not ours."""
+        self._lock = threading.Lock()
+        self._by_key = {}
+        self._bytes = 0
+        self._writers = self._hints = None
+
+
+#: The key whose background put this thread is running (see ``_InFlight.wait``).
+_task = threading.local()
+
+
+def _after(before: Future[None] | None, key: str, fn: Callable[[], None]) -> None:
+    if before is not None:
+        wait_futures([before])
+    _task.key = key
+    try:
+        fn()
+    finally:
+        _task.key = None
+
+
+_ALL: weakref.WeakSet[_InFlight] = weakref.WeakSet()
+
+
+def _forget_all() -> None:
+    for inflight in list(_ALL):
+        inflight.forget()
+
+
+os.register_at_fork(after_in_child=_forget_all)
 
 
 def _code(err: ClientError) -> str:
@@ -73,6 +186,7 @@ class S3ObjectStore(ObjectStore):
         # before-send per attempt): the round trips, for benchmarks and tests. A client
         # shared between stores counts for each of them.
         self._client.meta.events.register("before-send.s3", self._count_request)
+        self._inflight = _InFlight()
 
     def _count_request(self, **_: Any) -> None:
         with self._sent_lock:
@@ -129,6 +243,7 @@ class S3ObjectStore(ObjectStore):
         return pafs.S3FileSystem(**kwargs), f"{self.bucket}/{self._key(key)}"
 
     def get(self, key: str) -> bytes:
+        self._inflight.wait(key)
         try:
             resp = self._client.get_object(Bucket=self.bucket, Key=self._key(key))
             return resp["Body"].read()
@@ -140,6 +255,7 @@ class S3ObjectStore(ObjectStore):
             raise self._error(key, e) from None
 
     def get_range(self, key: str, start: int, length: int) -> bytes:
+        self._inflight.wait(key)
         if length <= 0:
             return b""
         try:
@@ -188,6 +304,7 @@ class S3ObjectStore(ObjectStore):
         raise ObjectStoreError(key, "S3 conditional write kept conflicting")
 
     def head(self, key: str) -> ObjectInfo:
+        self._inflight.wait(key)
         try:
             resp = self._client.head_object(Bucket=self.bucket, Key=self._key(key))
         except ClientError as e:
@@ -199,6 +316,7 @@ class S3ObjectStore(ObjectStore):
         return ObjectInfo(key, int(resp["ContentLength"]), resp["LastModified"].timestamp())
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        self._inflight.wait_all(prefix)  # this process lists what it put
         strip = len(self.prefix) + 1 if self.prefix else 0
         paginator = self._client.get_paginator("list_objects_v2")
         try:
@@ -211,12 +329,15 @@ class S3ObjectStore(ObjectStore):
             raise self._error(prefix, e) from None
 
     def delete(self, key: str) -> None:
+        self._inflight.wait(key)
         try:
             self._client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except (ClientError, BotoCoreError) as e:
             raise self._error(key, e) from None
 
     def delete_many(self, keys: builtins.list[str]) -> None:
+        for key in keys:
+            self._inflight.wait(key)
         for i in range(0, len(keys), 1000):
             batch = keys[i : i + 1000]
             try:
@@ -230,5 +351,109 @@ class S3ObjectStore(ObjectStore):
             if errors:
                 raise ObjectStoreError(batch[0], f"S3 batch delete failed for {len(errors)} keys")
 
+    # -- background writes (see the module docstring) -----------------------------------------
+
+    def deferring(self, batch: SyncBatch) -> ObjectStore:
+        return _Deferred(self, batch)
+
+    def settle(self, batch: SyncBatch) -> None:
+        pending = list(batch.pending)
+        batch.pending.clear()
+        wait_futures([f for _, f in pending])
+        for key, future in pending:
+            error = future.exception()
+            if error is None:
+                continue
+            if isinstance(error, ObjectExistsError) or not isinstance(error, ObjectStoreError):
+                # Never ObjectExistsError here: a caller would take it for a lost race.
+                raise ObjectStoreError(key, f"a background put failed: {error}") from error
+            raise error
+
+    def sync(self, batch: SyncBatch) -> None:
+        self.settle(batch)  # a PUT that returned is durable
+        batch.clear()
+
+    def put_hint(self, key: str, data: bytes) -> None:
+        def put() -> None:
+            try:
+                self.put(key, data)
+            except ObjectStoreError:
+                pass  # a hint: readers probe past a stale one
+
+        self._inflight.submit(key, len(data), put, hint=True)
+
+    def flush(self) -> None:
+        self._inflight.wait_all()
+
     def close(self) -> None:
+        self.flush()
         self._client.close()
+
+
+class _Deferred(ObjectStore):
+    """An S3 store's puts run in the background, noted in a batch (:meth:`S3ObjectStore.deferring`).
+    Everything else is the store's own."""
+
+    def __init__(self, store: S3ObjectStore, batch: SyncBatch) -> None:
+        self.store, self.batch, self.uri = store, batch, store.uri
+
+    def _defer(self, key: str, size: int, fn: Callable[[], None]) -> None:
+        future = self.store._inflight.submit(key, size, fn)
+        if future is None:
+            fn()
+        else:
+            self.batch.pending.append((key, future))
+
+    def put(self, key: str, data: bytes) -> None:
+        self._defer(key, len(data), lambda: self.store.put(key, data))
+
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        # Its ObjectExistsError is the caller's answer: made now, not in the background.
+        self.store.put_if_missing(key, data)
+
+    def put_if_missing_idempotent(
+        self, key: str, data: bytes, after: SyncBatch | None = None
+    ) -> None:
+        if after:
+            self.store.put_if_missing_idempotent(key, data, after)
+        else:
+            self._defer(key, len(data), lambda: self.store.put_if_missing_idempotent(key, data))
+
+    def get(self, key: str) -> bytes:
+        return self.store.get(key)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        return self.store.get_range(key, start, length)
+
+    def head(self, key: str) -> ObjectInfo:
+        return self.store.head(key)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        return self.store.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self.store.delete(key)
+
+    def delete_many(self, keys: builtins.list[str]) -> None:
+        self.store.delete_many(keys)
+
+    def arrow_location(self, key: str) -> tuple[Any, str]:
+        return self.store.arrow_location(key)
+
+    def deferring(self, batch: SyncBatch) -> ObjectStore:
+        return self.store.deferring(batch)
+
+    def settle(self, batch: SyncBatch) -> None:
+        self.store.settle(batch)
+
+    def sync(self, batch: SyncBatch) -> None:
+        self.store.sync(batch)
+
+    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
+        self.store.put_if_missing_after(key, data, after)
+
+    def put_hint(self, key: str, data: bytes) -> None:
+        self.store.put_hint(key, data)
+
+    def flush(self) -> None:
+        self.store.flush()

@@ -127,17 +127,23 @@ class S3Config:
         """A boto3 S3 client for this config (retries: see ``lake_core.stores.s3``)."""
         import boto3
         from botocore.config import Config
+        from botocore.exceptions import BotoCoreError
+
+        from lake_core.errors import UsageError
 
         s3: Any = {"addressing_style": self.addressing_style}
-        client: S3Client = boto3.client(
-            "s3",
-            endpoint_url=self.endpoint_url,
-            region_name=self.region,
-            aws_access_key_id=self.access_key_id,
-            aws_secret_access_key=self.secret_access_key,
-            aws_session_token=self.session_token,
-            config=Config(
-                retries=retries(), max_pool_connections=max_pool_connections, s3=s3
-            ),
-        )
+        try:
+            client: S3Client = boto3.client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=self.region,
+                aws_access_key_id=self.access_key_id,
+                aws_secret_access_key=self.secret_access_key,
+                aws_session_token=self.session_token,
+                config=Config(retries=retries(), max_pool_connections=max_pool_connections, s3=s3),
+            )
+        except (ValueError, BotoCoreError) as e:
+            # An endpoint that is not a URL, a region boto3 refuses, a broken profile. The
+            # message names the setting, never a credential (boto3's messages carry none).
+            raise UsageError(f"cannot set up the S3 client: {e}") from None
         return client

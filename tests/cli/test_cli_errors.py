@@ -76,6 +76,11 @@ def _zip_no_extension(tmp_path: Path) -> list[str]:
 CASES = {
     # name: (argv builder, exit status, text the error line must contain)
     "deep-json-array": (_deep_json, 1, "nested too deeply"),
+    "revert-unknown-commit": (
+        lambda _: ["revert", "-p", "p", "nope"],
+        1,
+        "nope: commit not found (in pool p)",
+    ),
     "deep-json-record": (_deep_record, 1, "nested too deeply"),
     "zip": (_zip, 2, "rows.zip: zip archives are not supported"),
     "zip-by-content": (_zip_no_extension, 2, "zip archives are not supported"),

@@ -100,6 +100,31 @@ def test_csv_quotes_only_what_needs_it_and_reads_back() -> None:
     assert rows[1][9] == "00ff" and rows[1][10] == "1.50" and rows[1][5] == "true"
 
 
+def test_csv_output_loads_back_with_nan_inf_null_and_marker_strings(tmp_path: Path) -> None:
+    """``lake load`` of ``-f csv`` output gives the same values: a float NaN (written ``nan``)
+    is NaN again, not null; infinities, nulls and strings that spell null markers survive."""
+    from lake_core.ingest import read_input
+
+    table = pa.table(
+        {
+            "k": [1, 2, 3, 4],
+            "f": [float("nan"), float("inf"), None, -float("inf")],
+            "s": ["NaN", "NA", None, ""],
+        }
+    )
+    out = io.StringIO()
+    write_records(table, "csv", out=out)
+    back = read_input(_write(tmp_path / "back.csv", out.getvalue()))
+    f = back.column("f").to_pylist()
+    assert f[0] != f[0] and f[1:] == [float("inf"), None, -float("inf")]
+    assert back.column("s").to_pylist() == ["NaN", "NA", None, ""]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
 def test_table_prints_nulls_and_aligns() -> None:
     out = io.StringIO()
     write_records(typed_table().select(["i", "s", "b"]), "table", out=out)

@@ -263,20 +263,25 @@ def test_s3_round_trips_of_a_small_commit(s3_bucket: str, monkeypatch: pytest.Mo
     after the head it saw lately, with no read first (lake_core.journal, ``fresh_head``). A
     group of k loads shares the last three. After another writer appended, the handle's put of
     the entry is refused: it reads the entry back (ours? no), reads the journal, re-plans and
-    commits on the new tip."""
+    commits on the new tip. The HEAD hint is written in the background after the load
+    returns (test_s3_background.py): each count waits for it (``flush``)."""
     uri = f"s3://{s3_bucket}/lake"
     lake = Lake.init(LakeConfig(uri=uri, user="t"))
     lake.create_pool("g", "ts:asc")
     pool = lake.pool("g")
     pool.load(rows_for(0, 0))
     store = pool.store
+    store.flush()
     before = store.requests  # type: ignore[attr-defined]
     pool.load(rows_for(0, 1))
+    store.flush()
     assert store.requests - before == 4  # type: ignore[attr-defined]
     other = Lake.open(LakeConfig(uri=uri, user="u")).pool("g")
     other.load(rows_for(1, 0))
+    other.store.flush()
     before = store.requests  # type: ignore[attr-defined]
     pool.load(rows_for(0, 2))
+    store.flush()
     assert store.requests - before > 4  # type: ignore[attr-defined]  # the lost race's reads
     assert rows(Lake.open(LakeConfig(uri=uri)).pool("g")) == sorted(
         (w, i, j) for w, i in [(0, 0), (0, 1), (1, 0), (0, 2)] for j in range(3)
@@ -285,8 +290,10 @@ def test_s3_round_trips_of_a_small_commit(s3_bucket: str, monkeypatch: pytest.Mo
     # of the entry after the one it landed (a first try would mostly lose again).
     before = store.requests  # type: ignore[attr-defined]
     pool.load(rows_for(0, 3))
+    store.flush()
     assert store.requests - before == 6  # type: ignore[attr-defined]
     monkeypatch.setattr("lake_core.journal.CONTENDED_FOR", 0.0)
     before = store.requests  # type: ignore[attr-defined]
     pool.load(rows_for(0, 4))
+    store.flush()
     assert store.requests - before == 4  # type: ignore[attr-defined]  # the new head is known

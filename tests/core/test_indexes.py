@@ -21,6 +21,7 @@ from lake_core.errors import (
 from lake_core.indexes.apply import apply_rule, remove_rule
 from lake_core.indexes.building import index_key
 from lake_core.indexes.meta import IndexMeta
+from lake_core.indexes.pruner import INDEX_WHOLE_READ
 from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
 
@@ -395,3 +396,25 @@ def test_an_integer_column_compares_with_a_float_literal_beyond_2_24(lake: Lake)
     pool.load(pa.table({"ts": [1, 2], "x": pa.array([5, 16_777_217], pa.int64())}))
     assert pool.read(where="x = 5.0")["ts"].to_pylist() == [1]
     assert pool.read(where="x > 16777216.5")["ts"].to_pylist() == [2]
+
+
+def test_a_lookup_fetches_each_small_index_once(lake: Lake) -> None:
+    """An index object under INDEX_WHOLE_READ is fetched in one request, whole, on S3: the
+    bytes the rule reports are exactly the sizes of the index objects it consulted (read in
+    ranges with read-ahead it took 2-4 requests and up to twice its size). On local disk
+    (mapped) the rule counts what the lookup touched: at most that."""
+    rng = random.Random(3)
+    lake.create_pool("logs", "ts:asc", seek_stride=2048)
+    lake.create_index_rule("by_user", "user", "exact")
+    pool = lake.pool("logs")
+    for i in range(3):
+        pool.load(_rows(i * 3000, 3000, rng, needle_at=1500 if i == 1 else None))
+    snap = pool.snapshot(pool.tip())
+    sizes = sum(m.size for m in snap.indexes.values())
+    assert 0 < max(m.size for m in snap.indexes.values()) <= INDEX_WHOLE_READ
+    rows, stats = _query(pool, f"user = '{NEEDLE}'")
+    assert len(rows) == 3 and stats["objects_read"] == 1
+    if pool.store.local_path(pool.layout.commit(pool.tip())) is None:
+        assert stats["index_bytes_read"] == sizes
+    else:
+        assert 0 < stats["index_bytes_read"] <= sizes

@@ -283,6 +283,60 @@ def test_uint64_above_int64_max_is_malformed_naming_the_column() -> None:
     assert err.value.source == "x.parquet"
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "where", "column", "value"),
+    [
+        (
+            "a.ndjson",
+            '{"k": 1, "id": 5}\n{"k": 2, "id": 9223372036854775808}\n',
+            "line 2",
+            "id",
+            2**63,
+        ),
+        ("b.ndjson", '{"k": 1, "id": -9223372036854775809}\n', "line 1", "id", -(2**63) - 1),
+        (
+            "c.json",
+            '[{"k": 1, "n": {"x": [1, 123456789012345678901]}}]',
+            "row 1",
+            "n.x[]",
+            123456789012345678901,
+        ),
+        ("d.csv", 'k,id,f\n1,7,"0.5\n"\n\n2,18446744073709551615,1.5\n', "line 5", "id", 2**64 - 1),
+    ],
+)
+def test_text_integers_beyond_int64_are_malformed_not_rounded(
+    tmp_path: Path, name: str, text: str, where: str, column: str, value: int
+) -> None:
+    """pyarrow's readers type such an integer float64, which would keep 16 of its digits (an
+    id or a hash silently changed): the load refuses it, naming the column, the value and where
+    it is."""
+    with pytest.raises(MalformedInputError) as err:
+        read_input(write(tmp_path / name, text))
+    assert err.value.location == where
+    assert f"column {column!r}: the integer {value} does not fit int64" in str(err.value)
+
+
+def test_long_digit_runs_that_are_not_big_integers_load(tmp_path: Path) -> None:
+    """Twenty digits inside a string, a long fraction and int64's extremes next to a float
+    column take the slower check and load exactly."""
+    text = (
+        '{"k": 1, "s": "12345678901234567890", "f": 0.12345678901234567890,'
+        ' "i": 9223372036854775807}\n'
+        '{"k": 2, "s": "x", "f": 1.5, "i": -9223372036854775808}\n'
+    )
+    table = read_input(write(tmp_path / "ok.ndjson", text))
+    assert table.column("i").type == pa.int64()
+    assert table.column("i").to_pylist() == [2**63 - 1, -(2**63)]
+    assert table.column("s").to_pylist() == ["12345678901234567890", "x"]
+    assert table.column("f").to_pylist() == [0.12345678901234568, 1.5]
+    # CSV has no string type: pyarrow reads even a quoted run of digits as a number, so there
+    # it is refused too (it would have been rounded).
+    with pytest.raises(MalformedInputError, match="'s': the integer 12345678901234567890"):
+        read_input(write(tmp_path / "q.csv", 'k,s,f\n1,"12345678901234567890",0.5\n'))
+    csv_table = read_input(write(tmp_path / "ok.csv", "k,f\n1,0.12345678901234567890\n"))
+    assert csv_table.column("f").to_pylist() == [0.12345678901234568]
+
+
 def test_list_views_and_run_end_encoding_normalize() -> None:
     views = pa.ListViewArray.from_arrays(
         pa.array([2, 0, 1], pa.int32()), pa.array([1, 2, 2], pa.int32()), pa.array([10, 20, 30])

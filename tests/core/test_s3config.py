@@ -128,3 +128,11 @@ def test_executors_use_exactly_the_config_not_the_drivers_other_credentials(
         assert seen.addressing_style == "path"
     # A cluster executor inherits nothing from the driver: it sees the same config.
     assert _executor_config(conf, {}) == seen
+
+
+def test_an_endpoint_that_is_not_a_url_is_a_usage_error_without_secrets() -> None:
+    """boto3 raises a bare ValueError for it; the CLI would print a traceback."""
+    config = S3Config(endpoint_url="notaurl", access_key_id="AK", secret_access_key="SECRET-42")
+    with pytest.raises(UsageError, match="Invalid endpoint: notaurl") as err:
+        config.client()
+    assert "SECRET-42" not in str(err.value)

@@ -546,3 +546,24 @@ def test_a_forked_child_starts_its_own_databases(tmp_path: Any) -> None:
     child.join(timeout=60)
     assert child.exitcode == 0
     assert got == ([(6,)], True, True)
+
+
+def test_engine_errors_are_one_line_with_every_line_of_the_message() -> None:
+    """DuckDB spreads some messages over lines (the reason an extension cannot load, candidate
+    bindings): all of it on one line; the query excerpt with its caret is left out."""
+    import duckdb
+
+    from lake_core.sql.engine import engine_error
+
+    with pytest.raises(duckdb.Error) as binder:
+        duckdb.sql("SELECT x FROM (SELECT 1 a)")
+    assert str(engine_error(binder.value)) == (
+        'Binder Error: Referenced column "x" not found in FROM clause! Candidate bindings: "a"'
+    )
+    with pytest.raises(duckdb.Error) as parser:
+        duckdb.sql("SELEC 1")
+    assert str(engine_error(parser.value)) == 'Parser Error: syntax error at or near "SELEC"'
+    multi = RuntimeError("IO Error: cannot install 'httpfs':\nfile system operations are disabled")
+    assert str(engine_error(multi)) == (
+        "IO Error: cannot install 'httpfs': file system operations are disabled"
+    )

@@ -354,3 +354,17 @@ def test_an_unexpected_error_keeps_the_connection(
             assert (status, json.loads(body)) == (500, {"error": INTERNAL})
             time.sleep(0.3)  # a close after the answer would have reached us by now
             assert ask("/health") == (200, b'{"status":"ok"}')
+
+
+def test_a_password_in_the_service_url_never_shows_in_errors() -> None:
+    """``--lake http://user:pw@host`` is what the user typed, but errors end up in logs."""
+    from lake_core.remote.client import RemoteError, ServiceClient
+
+    client = ServiceClient("http://alice:Pa55-secret@127.0.0.1:9/")
+    try:
+        with pytest.raises(RemoteError, match=r"http://alice:\*\*\*@127\.0\.0\.1:9") as err:
+            client.get_json("/lake")
+    finally:
+        client.close()
+    assert client.shown_url == "http://alice:***@127.0.0.1:9"
+    assert "Pa55-secret" not in str(err.value)
