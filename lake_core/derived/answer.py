@@ -45,7 +45,7 @@ from lake_core.derived.spec import (
     shared_tree,
 )
 from lake_core.errors import LakeError, UsageError
-from lake_core.names import PoolName
+from lake_core.names import MAIN, PoolName
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -132,10 +132,13 @@ def answer(
             derived = open_pool(name)
             at = commit_reflecting(derived, commit) if commit is not None else None
             if at is None:
-                raise _NoMatch(
-                    f"it does not reflect source commit {commit} (refresh it: "
-                    f"lake derive refresh {name})"
+                # A refresh brings it to the source's main tip: advice only for that commit.
+                hint = (
+                    f"refresh it: lake derive refresh {name}"
+                    if commit == source.tip(MAIN)
+                    else "it follows the source's main branch, and a refresh reflects main's tip"
                 )
+                raise _NoMatch(f"it does not reflect source commit {commit} ({hint})")
             schema = source.schema()
             if schema is None:
                 raise _NoMatch("the source pool has no rows yet")
@@ -423,7 +426,8 @@ def _bucket_bound(node: dict[str, Any], spec: DerivedSpec) -> dict[str, Any] | N
     if text is None:
         raise _NoMatch(f"it compares {column} with an expression, not a constant")
     if not _on_boundary(str(text), spec.bucket_unit):
-        raise _NoMatch(f"{text} is not a {spec.bucket_unit} boundary")
+        article = "an" if spec.bucket_unit[:1] in "aeiouh" else "a"
+        raise _NoMatch(f"{text} is not {article} {spec.bucket_unit} boundary")
     return _parse_expression(f"{quote(spec.bucket_name)} {_LOWER[str(kind)]} '{text}'")
 
 

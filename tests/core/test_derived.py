@@ -289,6 +289,15 @@ def test_queries_answered_stale_and_time_travel(lake: Lake) -> None:
     sql = ANSWERED[0]
     stale = answer(sql, lake, lake.pool)
     assert stale.sql is None and any("does not reflect" in r for r in stale.reasons)
+    assert any("refresh it: lake derive refresh hourly" in r for r in stale.reasons)
+    # A branch's commit: a refresh follows main and would not help, so it is not advised.
+    pool.create_branch("dev")
+    pool.load(_batch(rng, 700, 10, 72), branch="dev")
+    on_dev = answer(sql.replace("FROM events", 'FROM "events@dev"'), lake, lake.pool)
+    assert on_dev.sql is None and any(
+        "follows the source's main branch" in r for r in on_dev.reasons
+    )
+    assert not any("refresh it" in r for r in on_dev.reasons)
     # Time travel: the first commit is reflected by the derived pool's first commit.
     old = run_sql(sql.replace("FROM events", f'FROM "events@{first.id}"'), lake.pool, lake)
     assert old.answered_from == ["hourly"]
