@@ -188,7 +188,7 @@ def ndjson_bytes(batch: pa.RecordBatch) -> memoryview:
 
 
 def _csv_null_markers() -> pa.Array[Any]:
-    """The unquoted fields that ``lake load`` reads as null."""
+    """The unquoted fields that ``lake load`` reads as null (in a column that is not float)."""
     from lake_core.ingest.readers import CSV_NULL_VALUES
 
     return pa.array(list(CSV_NULL_VALUES) or [""], pa.string())

@@ -360,9 +360,10 @@ def _write_commit(
     )
     if planned.has_snapshot:
         snap = apply_commit(parent, planned, pool.config.txn_retention)
-        # The snapshot is put before the commit object; both become reachable only with the
-        # journal entry, which waits for both, so a reachable commit that says it has a
-        # snapshot has one.
+        # Put with the commit object (concurrently on S3: either may land first); both become
+        # reachable only with the journal entry, which waits for both, so a reachable commit
+        # that says it has a snapshot has one. (An unreachable one may lack it: harmless,
+        # and Pool.snapshot replays history where a snapshot is missing.)
         store.put_if_missing_idempotent(pool.layout.snapshot(planned.id), snap.encode())
         pool.remember(planned, snap)
     store.put_if_missing_idempotent(pool.layout.commit(planned.id), planned.encode())

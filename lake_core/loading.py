@@ -289,6 +289,9 @@ def stage(
         "objects": [o.to_json() for o in objects],
     }
     with discarding_on_failure(pool, objects):
+        # Puts still in flight (S3's background writes) finish first: the window is checked
+        # on the time they took too, and a failed one removes what this stage wrote.
+        pool.store.settle(batch)
         check_write_window(pool.clock, started)
     pool.store.put_if_missing_idempotent(
         pool.layout.staged(staged.id), encode_doc(STAGED_FORMAT, STAGED_VERSION, body), batch

@@ -265,22 +265,35 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         body = self._read_body()
         path = urllib.parse.unquote(self.path)
-        try:
-            self._answer(body, path)
-        finally:
+        answered = False
+
+        def answer() -> None:
+            # Noted before the answer goes out: a client that acts on the answer acts after
+            # the note (the timeline's order is then the order the client saw).
+            nonlocal answered
+            answered = True
             self.owner.note("answered", self.command, path)
 
-    def _answer(self, body: bytes, path: str) -> None:
+        try:
+            self._answer(body, path, answer)
+        finally:
+            if not answered:
+                answer()
+
+    def _answer(self, body: bytes, path: str, answer: Any) -> None:
         action, rule = self.owner.decide(self.command, path)
         if action == "drop" or action == "outage-drop":
+            answer()
             self._drop()
             return
         if action == "error" or action == "outage-error":
+            answer()
             self._send_error(rule.status if rule is not None else 503)
             return
         if action == "delay" and rule is not None:
             time.sleep(rule.delay)
         status, reason, headers, data = self._forward(body)
+        answer()
         if action == "lost":
             self._drop()
             return

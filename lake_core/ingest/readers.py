@@ -131,23 +131,24 @@ def read_json(data: bytes, source: str) -> pa.Table:
     return _finish_text(_records_to_table(records, source), source)
 
 
-#: The unquoted CSV fields read as null: pyarrow's markers (as R and pandas write missing
-#: values) except the spellings of NaN, which are the float NaN (as ``lake query -f csv``
-#: writes it), so a NaN survives the round trip.
-CSV_NULL_VALUES: Final = tuple(
-    v for v in pa_csv.ConvertOptions().null_values or () if v.lower().lstrip("-") != "nan"
-)
+#: The unquoted CSV fields read as null (pyarrow's markers, as R and pandas write missing
+#: values), in every column but a float one, where ``nan``/``NaN`` is the float NaN.
+CSV_NULL_VALUES: Final = tuple(pa_csv.ConvertOptions().null_values or ())
+_NAN_SPELLINGS: Final = frozenset(v for v in CSV_NULL_VALUES if v.lower().lstrip("-") == "nan")
 #: Null markers apply to string columns too, but never to a quoted field.
 _CSV_CONVERT = pa_csv.ConvertOptions(
     null_values=list(CSV_NULL_VALUES), strings_can_be_null=True, quoted_strings_can_be_null=False
 )
+#: A field that is a spelling of NaN, somewhere in the file.
+_MAYBE_NAN = re.compile(rb"(?i)(?:^|[,\r\n])\s*-?\"?nan\"?\s*(?:$|[,\r\n])")
 
 
 def read_csv(data: bytes, source: str) -> pa.Table:
     """CSV with a header row. An unquoted empty field, or an unquoted ``NA``, ``NULL``, ``N/A``
     … (pyarrow's null markers, as R and pandas write them), is null in every column; a quoted
     one (``""``, ``"NA"``) is that string. ``lake query -f csv`` quotes exactly those strings,
-    so its output loads back unchanged."""
+    so its output loads back unchanged. In a float column ``nan``/``NaN`` is the float NaN
+    (what ``lake query -f csv`` writes for it), not null; elsewhere it stays a null marker."""
     if not data.strip():
         return pa.table({})
     try:
@@ -157,10 +158,33 @@ def read_csv(data: bytes, source: str) -> pa.Table:
     if any(pa.types.is_binary(dtype) for dtype in table.schema.types):
         # pyarrow reads a column holding invalid UTF-8 as binary; text never means bytes.
         _check_utf8(data, source)
+    if len(set(table.column_names)) < table.num_columns:
+        return _finish_text(table, source)  # refuses the duplicate name, naming it
     floats = [f.name for f in table.schema if pa.types.is_floating(f.type)]
     if floats and _MAYBE_BIG_INT.search(data):
         _refuse_big_csv_ints(data, source, floats)
+    if floats and _MAYBE_NAN.search(data):
+        table = _with_nans(data, table, floats)
     return _finish_text(table, source)
+
+
+def _with_nans(data: bytes, table: pa.Table, floats: list[str]) -> pa.Table:
+    """``table`` with its float columns read again, NaN spellings as NaN instead of null."""
+    again = pa_csv.read_csv(
+        io.BytesIO(data),
+        convert_options=pa_csv.ConvertOptions(
+            include_columns=floats,
+            column_types={name: table.schema.field(name).type for name in floats},
+            null_values=[v for v in CSV_NULL_VALUES if v not in _NAN_SPELLINGS],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    for name in floats:
+        table = table.set_column(
+            table.schema.get_field_index(name), table.schema.field(name), again.column(name)
+        )
+    return table
 
 
 _INTEGER_TEXT = re.compile(r"[+-]?\d+")
@@ -177,7 +201,10 @@ def _refuse_big_csv_ints(data: bytes, source: str, columns: list[str]) -> None:
     )
     for name in columns:
         for row, value in enumerate(text.column(name).to_pylist(), start=1):
-            if value is None or len(value) < 19 or not _INTEGER_TEXT.fullmatch(value):
+            if value is None:
+                continue
+            value = value.strip()  # pyarrow parses a padded number too
+            if len(value) < 19 or not _INTEGER_TEXT.fullmatch(value):
                 continue
             number = int(value)
             if not -INT64_MAX - 1 <= number <= INT64_MAX:

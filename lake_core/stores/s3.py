@@ -17,11 +17,11 @@ Background writes (see :mod:`lake_core.stores.base`, "Deferred durability"). A d
 puts of small objects run on this store's writer threads, so a small commit's data object and
 commit object are in flight together and the commit waits once (:meth:`S3ObjectStore.settle`)
 before its journal entry; HEAD hints are written on one thread of their own, after the commit
-has returned. In-flight puts are kept by key: this store's ``get``, ``get_range``, ``head``,
-``delete`` and ``delete_many`` of such a key, and its ``list`` of a prefix, wait for those puts
-first. Puts are deferred only up
-to :data:`DEFER_MAX_OBJECT` bytes each and :data:`DEFER_MAX_IN_FLIGHT` in all (larger ones are
-made on the calling thread), so a large load never holds more than that in memory for them.
+has returned (coalesced per key, see ``_InFlight``). In-flight puts are kept by key: this
+store's ``get``, ``get_range``, ``head``, ``delete`` and ``delete_many`` of such a key, and its
+``list`` of a prefix, wait for those puts first. Puts are deferred only up to
+:data:`DEFER_MAX_OBJECT` bytes each and :data:`DEFER_MAX_IN_FLIGHT` in all (larger ones are made
+on the calling thread), so a large load never holds more than that in memory for them.
 """
 
 from __future__ import annotations
@@ -58,9 +58,14 @@ _WRITER_THREADS = 8
 
 
 class _InFlight:
-    """A store's puts running in the background, by key. Invariant: a key maps to its latest
-    put still running; a put waits for the one before it on the same key, so puts of one key
-    land in the order they were made."""
+    """A store's writes running in the background.
+
+    Puts (of a deferring view) are kept by key. Invariant: a key maps to its latest put still
+    running; a put waits for the one before it on the same key, so puts of one key land in
+    the order they were made. Hints are not kept by key — nobody waits to read one (a hint is
+    probed past when stale) — and they are coalesced: a hint queued for a key and not yet
+    started takes the newest value instead of queueing another, so however many pools commit
+    through the store, at most one hint per key waits for the one hint thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,32 +73,56 @@ class _InFlight:
         self._bytes = 0
         self._writers: ThreadPoolExecutor | None = None
         self._hints: ThreadPoolExecutor | None = None  # one thread: hints land in order
+        self._hint_values: dict[str, bytes] = {}  # queued, not started: the newest per key
+        self._hint_tasks: set[Future[None]] = set()
         _ALL.add(self)
 
-    def submit(
-        self, key: str, size: int, fn: Callable[[], None], *, hint: bool = False
-    ) -> Future[None] | None:
+    def submit(self, key: str, size: int, fn: Callable[[], None]) -> Future[None] | None:
         """Run ``fn`` (the put of ``key``, ``size`` bytes) in the background; None when it is
-        too large to defer now (the caller puts it itself)."""
+        too large to defer now, or the interpreter is shutting down (the caller puts it)."""
         with self._lock:
-            if not hint and (size > DEFER_MAX_OBJECT or self._bytes + size > DEFER_MAX_IN_FLIGHT):
+            if size > DEFER_MAX_OBJECT or self._bytes + size > DEFER_MAX_IN_FLIGHT:
                 return None
-            if hint:
-                if self._hints is None:
-                    self._hints = ThreadPoolExecutor(1, thread_name_prefix="lake-s3-hint")
-                pool = self._hints
-            else:
-                if self._writers is None:
-                    self._writers = ThreadPoolExecutor(
-                        _WRITER_THREADS, thread_name_prefix="lake-s3-put"
-                    )
-                pool = self._writers
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(
+                    _WRITER_THREADS, thread_name_prefix="lake-s3-put"
+                )
             before = self._by_key.get(key)
-            future = pool.submit(_after, before, key, fn)
+            try:
+                future = self._writers.submit(_after, before, key, fn)
+            except RuntimeError:  # after interpreter shutdown began: no new threads
+                return None
             self._by_key[key] = future
             self._bytes += size
         future.add_done_callback(lambda f: self._done(key, f, size))
         return future
+
+    def submit_hint(self, key: str, data: bytes, put: Callable[[str, bytes], None]) -> bool:
+        """Put hint ``data`` at ``key`` in the background (``put`` must not raise); False when
+        it cannot be queued (the caller puts it or drops it)."""
+        with self._lock:
+            if key in self._hint_values:  # a put of this key is queued: it takes this value
+                self._hint_values[key] = data
+                return True
+            if self._hints is None:
+                self._hints = ThreadPoolExecutor(1, thread_name_prefix="lake-s3-hint")
+            try:
+                future = self._hints.submit(self._write_hint, key, put)
+            except RuntimeError:  # after interpreter shutdown began
+                return False
+            self._hint_values[key] = data
+            self._hint_tasks.add(future)
+        future.add_done_callback(self._hint_done)
+        return True
+
+    def _write_hint(self, key: str, put: Callable[[str, bytes], None]) -> None:
+        with self._lock:
+            data = self._hint_values.pop(key)
+        put(key, data)
+
+    def _hint_done(self, future: Future[None]) -> None:
+        with self._lock:
+            self._hint_tasks.discard(future)
 
     def _done(self, key: str, future: Future[None], size: int) -> None:
         with self._lock:
@@ -112,10 +141,13 @@ class _InFlight:
         if future is not None:
             wait_futures([future])
 
-    def wait_all(self, prefix: str = "") -> None:
-        """Return once no put of a key starting with ``prefix`` is running."""
+    def wait_all(self, prefix: str = "", hints: bool = False) -> None:
+        """Return once no put of a key starting with ``prefix`` is running (and, with
+        ``hints``, no hint is queued or being put)."""
         with self._lock:
             futures = [f for k, f in self._by_key.items() if k.startswith(prefix)]
+            if hints:
+                futures += self._hint_tasks
         wait_futures(futures)
 
     def forget(self) -> None:
@@ -124,6 +156,8 @@ class _InFlight:
         self._by_key = {}
         self._bytes = 0
         self._writers = self._hints = None
+        self._hint_values = {}
+        self._hint_tasks = set()
 
 
 #: The key whose background put this thread is running (see ``_InFlight.wait``).
@@ -374,16 +408,17 @@ class S3ObjectStore(ObjectStore):
         batch.clear()
 
     def put_hint(self, key: str, data: bytes) -> None:
-        def put() -> None:
-            try:
-                self.put(key, data)
-            except ObjectStoreError:
-                pass  # a hint: readers probe past a stale one
+        if not self._inflight.submit_hint(key, data, self._put_quietly):
+            self._put_quietly(key, data)
 
-        self._inflight.submit(key, len(data), put, hint=True)
+    def _put_quietly(self, key: str, data: bytes) -> None:
+        try:
+            self.put(key, data)
+        except ObjectStoreError:
+            pass  # a hint: readers probe past a stale one
 
     def flush(self) -> None:
-        self._inflight.wait_all()
+        self._inflight.wait_all(hints=True)
 
     def close(self) -> None:
         self.flush()

@@ -316,6 +316,28 @@ def test_text_integers_beyond_int64_are_malformed_not_rounded(
     assert f"column {column!r}: the integer {value} does not fit int64" in str(err.value)
 
 
+def test_csv_nan_is_nan_in_float_columns_and_null_elsewhere(tmp_path: Path) -> None:
+    """``lake query -f csv`` writes a float NaN as ``nan``: it loads back as NaN. Files that
+    mark missing values ``NaN`` in int, timestamp or all-missing columns load as before (null,
+    the column keeping its type); a padded big integer and a duplicate header are refused."""
+    text = (
+        "k,n,t,f,e\n"
+        "1,NaN,2024-01-02T00:00:00Z,nan,NaN\n"
+        "2,7,NaN,1.5,\n"
+        '3,8,2024-01-03T00:00:00Z,"NaN",nan\n'
+    )
+    table = read_input(write(tmp_path / "m.csv", text))
+    assert table.schema.types == [pa.int64(), pa.int64(), TS, pa.float64(), pa.null()]
+    assert table.column("n").to_pylist() == [None, 7, 8]
+    assert table.column("t").to_pylist()[1] is None
+    f = table.column("f").to_pylist()
+    assert f[0] != f[0] and f[1] == 1.5 and f[2] != f[2]
+    with pytest.raises(MalformedInputError, match="'id': the integer 99999999999999999999"):
+        read_input(write(tmp_path / "pad.csv", "k,id\n1, 99999999999999999999\n"))
+    with pytest.raises(MalformedInputError, match="duplicate column name 'x'"):
+        read_input(write(tmp_path / "dup.csv", "x,x,s\n1.5,2.5,id1234567890123456789\n"))
+
+
 def test_long_digit_runs_that_are_not_big_integers_load(tmp_path: Path) -> None:
     """Twenty digits inside a string, a long fraction and int64's extremes next to a float
     column take the slower check and load exactly."""

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from lake_core import Lake, LakeConfig
-from lake_core.errors import CommitStateUnknownError, ObjectStoreError
+from lake_core.errors import CommitStateUnknownError, ObjectNotFoundError, ObjectStoreError
 from lake_core.pool import Pool
 from lake_core.stores import s3 as s3_module
 from lake_core.stores.base import SyncBatch
@@ -140,3 +140,67 @@ def test_the_store_reads_what_it_put_in_the_background(
     view.put("big", b"12345")
     assert not batch.pending and store.get("big") == b"12345"
     store.close()
+
+
+def test_hints_are_coalesced_per_key_and_reads_never_wait_for_them(
+    s3_bucket: str, proxy: FaultProxy
+) -> None:
+    """Many hints for a few keys while the hint thread is held: at most the running one and
+    one queued per key reach S3, each key ends with its newest value, and a read of a hint's
+    key returns at once (what S3 holds now), never queued behind other keys' hints."""
+    store = S3ObjectStore(s3_bucket, "h")
+    proxy.add(Rule("delay", method="PUT", key=r"/h/hint-", delay=0.3, times=None))
+    for i in range(30):
+        for key in ("hint-a", "hint-b", "hint-c"):
+            store.put_hint(key, str(i).encode())
+    with pytest.raises(ObjectNotFoundError):
+        store.get("hint-c")  # not written yet, and not waited for
+    store.flush()
+    puts = [p for w, m, p in proxy.timeline if w == "arrived" and m == "PUT" and "/h/hint-" in p]
+    assert 3 <= len(puts) <= 6, puts
+    assert [store.get(k) for k in ("hint-a", "hint-b", "hint-c")] == [b"29"] * 3
+    store.close()
+
+
+def test_a_group_member_whose_put_failed_fails_alone(s3_bucket: str, proxy: FaultProxy) -> None:
+    """Group commit on S3: loads in flight together share one commit. The data PUT of one
+    member fails on every try: that load fails with the store's error, the others commit
+    (alone, after the group failed), and the pool holds exactly their rows."""
+    import threading
+
+    pool = _pool(s3_bucket)
+    pool.store.flush()
+    bad = proxy.add(_OneKey("error", method="PUT", key=DATA, times=None))
+    results: dict[int, object] = {}
+    start = threading.Barrier(4)
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = pool.load(_rows(100 * (i + 1)), group=True)
+        except ObjectStoreError as e:
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [i for i, r in results.items() if isinstance(r, ObjectStoreError)]
+    assert bad.fired >= 1 and len(failed) >= 1
+    assert not any(isinstance(r, CommitStateUnknownError) for r in results.values())
+    ok = sorted(i for i in results if i not in failed)
+    want = [0, 1, 2] + [k for i in ok for k in range(100 * (i + 1), 100 * (i + 1) + 3)]
+    proxy.clear()
+    assert _keys(pool) == sorted(want)
+    assert_journal_dense(pool)
+    assert_objects_intact(pool)
+
+
+class _OneKey(Rule):
+    """A rule that, once it fired, matches only the key it fired on (every try of one PUT)."""
+
+    def matches(self, method: str, path: str) -> bool:
+        if not super().matches(method, path):
+            return False
+        return not self.fired_on or self.fired_on[0] == f"{method} {path}"
