@@ -134,13 +134,14 @@ class IndexPruner(Pruner):
             key = index_key(self.pool_id, meta)
             needed: list[int] = []
             try:
+                whole: bytes | None = None
+                fetched: Callable[[], int] | None = None
                 if meta.size <= INDEX_WHOLE_READ and self.store.local_path(key) is None:
                     # A small index costs one GET whole: read in ranges (footer, then a
                     # bucket or two), each with its read-ahead, it took 2-4 GETs and fetched
                     # up to twice its size.
-                    data = self.store.get(key)
-                    source: Any = pa.BufferReader(data)
-                    fetched: Callable[[], int] | None = _Fetched(len(data))
+                    whole = self.store.get(key)
+                    source: Any = pa.BufferReader(whole)
                 else:
                     # Little read-ahead: a lookup reads a footer and a bucket or two of an
                     # index, small ranges a 256 KiB buffer would multiply on S3.
@@ -151,7 +152,10 @@ class IndexPruner(Pruner):
                 continue
             read += 1
             # Bytes fetched from the store; on local disk (mapped), the bytes the lookup needed.
-            size += fetched() if fetched is not None else min(meta.size, sum(needed))
+            if whole is not None:
+                size += len(whole)
+            else:
+                size += fetched() if fetched is not None else min(meta.size, sum(needed))
             if groups is None:
                 continue
             kept = groups if kept is None else kept & groups
@@ -164,13 +168,3 @@ class IndexPruner(Pruner):
     def keep_row_group(self, group: RowGroupView) -> bool:
         kept = self.kept.get(group.obj.id)
         return kept is None or group.index in kept
-
-
-class _Fetched:
-    """The bytes fetched for an index read whole: known up front."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __call__(self) -> int:
-        return self.n

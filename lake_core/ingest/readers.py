@@ -31,6 +31,7 @@ import json
 import re
 import sys
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -216,16 +217,24 @@ def _refuse_big_csv_ints(data: bytes, source: str, columns: list[str]) -> None:
 def _csv_record_line(data: bytes, record: int) -> str:
     """Where data record ``record`` (1-based, after the header; blank lines skipped, as
     pyarrow does) starts: ``line N``, N physical (a quoted field may span lines)."""
-    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=""))
-    seen, previous_end = -1, 0  # the header is record 0
-    for row in reader:
-        start, previous_end = previous_end + 1, reader.line_num
-        if not row:
-            continue
-        seen += 1
-        if seen == record:
+    for seen, (start, _row) in enumerate(_csv_records(csv.reader(_csv_text(data)))):
+        if seen == record:  # the header is record 0
             return f"line {start}"
     return f"record {record}"
+
+
+def _csv_text(data: bytes) -> io.StringIO:
+    return io.StringIO(data.decode("utf-8-sig", errors="replace"), newline="")
+
+
+def _csv_records(reader: Any) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank records of a ``csv.reader``, each with the physical line it starts on
+    (a quoted field may span lines; the header is line 1)."""
+    previous_end = 0
+    for row in reader:
+        start, previous_end = previous_end + 1, reader.line_num
+        if row:
+            yield start, row
 
 
 def read_parquet(file: pa.NativeFile, source: str) -> pa.Table:
@@ -519,15 +528,10 @@ def _locate_csv_error(data: bytes, source: str, err: pa.ArrowInvalid) -> Malform
     """The error for a CSV file pyarrow refused: pyarrow's message names no line, so re-read
     the file with the csv module to find the first record whose field count differs from the
     header's, and report the physical line where that record starts (the header is line 1)."""
-    text = data.decode("utf-8-sig", errors="replace")
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(_csv_text(data))
     expected: int | None = None
-    previous_end = 0
     try:
-        for row in reader:
-            start, previous_end = previous_end + 1, reader.line_num
-            if not row:
-                continue
+        for start, row in _csv_records(reader):
             if expected is None:
                 expected = len(row)
             elif len(row) != expected:

@@ -214,3 +214,60 @@ class ObjectStore(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release clients and sockets."""
+
+
+class DeferringView(ObjectStore):
+    """What :meth:`ObjectStore.deferring` returns: ``store`` itself for everything but its
+    puts, which a backend's subclass makes deferred (noting them in ``batch``). The batch
+    methods and hints go to ``store``, so the view never needs a batch of its own."""
+
+    def __init__(self, store: ObjectStore, batch: SyncBatch) -> None:
+        self.store, self.batch, self.uri = store, batch, store.uri
+
+    def get(self, key: str) -> bytes:
+        return self.store.get(key)
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        return self.store.get_range(key, start, length)
+
+    def put(self, key: str, data: bytes) -> None:
+        self.store.put(key, data)
+
+    def put_if_missing(self, key: str, data: bytes) -> None:
+        self.store.put_if_missing(key, data)
+
+    def head(self, key: str) -> ObjectInfo:
+        return self.store.head(key)
+
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        return self.store.list(prefix)
+
+    def delete(self, key: str) -> None:
+        self.store.delete(key)
+
+    def delete_many(self, keys: builtins.list[str]) -> None:
+        self.store.delete_many(keys)
+
+    def local_path(self, key: str) -> str | None:
+        return self.store.local_path(key)
+
+    def arrow_location(self, key: str) -> tuple[Any, str]:
+        return self.store.arrow_location(key)
+
+    def deferring(self, batch: SyncBatch) -> ObjectStore:
+        return self.store.deferring(batch)
+
+    def sync(self, batch: SyncBatch) -> None:
+        self.store.sync(batch)
+
+    def settle(self, batch: SyncBatch) -> None:
+        self.store.settle(batch)
+
+    def flush(self) -> None:
+        self.store.flush()
+
+    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
+        self.store.put_if_missing_after(key, data, after)
+
+    def put_hint(self, key: str, data: bytes) -> None:
+        self.store.put_hint(key, data)

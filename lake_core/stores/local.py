@@ -34,7 +34,7 @@ from lake_core.errors import (
     ObjectNotFoundError,
     ObjectStoreError,
 )
-from lake_core.stores.base import ObjectInfo, ObjectStore, SyncBatch
+from lake_core.stores.base import DeferringView, ObjectInfo, ObjectStore, SyncBatch
 
 TEMP_PREFIX = ".tmp-"
 
@@ -349,45 +349,14 @@ class LocalObjectStore(ObjectStore):
             raise self._failed(key, e) from e
 
 
-class _Deferred(ObjectStore):
+class _Deferred(DeferringView):
     """A local store's puts without fsync, noted in a batch (:meth:`LocalObjectStore.deferring`).
     Everything else is the store's own."""
 
-    def __init__(self, store: LocalObjectStore, batch: SyncBatch) -> None:
-        self.store, self.batch, self.uri = store, batch, store.uri
-
-    def get(self, key: str) -> bytes:
-        return self.store.get(key)
-
-    def get_range(self, key: str, start: int, length: int) -> bytes:
-        return self.store.get_range(key, start, length)
+    store: LocalObjectStore
 
     def put(self, key: str, data: bytes) -> None:
         self.store.put_unsynced(key, data, self.batch, exclusive=False)
 
     def put_if_missing(self, key: str, data: bytes) -> None:
         self.store.put_unsynced(key, data, self.batch, exclusive=True)
-
-    def head(self, key: str) -> ObjectInfo:
-        return self.store.head(key)
-
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        return self.store.list(prefix)
-
-    def delete(self, key: str) -> None:
-        self.store.delete(key)
-
-    def local_path(self, key: str) -> str | None:
-        return self.store.local_path(key)
-
-    def arrow_location(self, key: str) -> tuple[Any, str]:
-        return self.store.arrow_location(key)
-
-    def deferring(self, batch: SyncBatch) -> ObjectStore:
-        return self.store.deferring(batch)
-
-    def sync(self, batch: SyncBatch) -> None:
-        self.store.sync(batch)
-
-    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
-        self.store.put_if_missing_after(key, data, after)

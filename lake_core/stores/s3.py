@@ -40,7 +40,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
-from lake_core.stores.base import ObjectInfo, ObjectStore, SyncBatch
+from lake_core.stores.base import DeferringView, ObjectInfo, ObjectStore, SyncBatch
 from lake_core.stores.s3config import S3Config, retries
 
 __all__ = ["S3Config", "S3ObjectStore", "retries"]
@@ -425,12 +425,12 @@ class S3ObjectStore(ObjectStore):
         self._client.close()
 
 
-class _Deferred(ObjectStore):
+class _Deferred(DeferringView):
     """An S3 store's puts run in the background, noted in a batch (:meth:`S3ObjectStore.deferring`).
-    Everything else is the store's own."""
+    A plain ``put_if_missing`` is the store's own, made now: its ObjectExistsError is the
+    caller's answer. Everything else is the store's own too."""
 
-    def __init__(self, store: S3ObjectStore, batch: SyncBatch) -> None:
-        self.store, self.batch, self.uri = store, batch, store.uri
+    store: S3ObjectStore
 
     def _defer(self, key: str, size: int, fn: Callable[[], None]) -> None:
         future = self.store._inflight.submit(key, size, fn)
@@ -442,10 +442,6 @@ class _Deferred(ObjectStore):
     def put(self, key: str, data: bytes) -> None:
         self._defer(key, len(data), lambda: self.store.put(key, data))
 
-    def put_if_missing(self, key: str, data: bytes) -> None:
-        # Its ObjectExistsError is the caller's answer: made now, not in the background.
-        self.store.put_if_missing(key, data)
-
     def put_if_missing_idempotent(
         self, key: str, data: bytes, after: SyncBatch | None = None
     ) -> None:
@@ -453,42 +449,3 @@ class _Deferred(ObjectStore):
             self.store.put_if_missing_idempotent(key, data, after)
         else:
             self._defer(key, len(data), lambda: self.store.put_if_missing_idempotent(key, data))
-
-    def get(self, key: str) -> bytes:
-        return self.store.get(key)
-
-    def get_range(self, key: str, start: int, length: int) -> bytes:
-        return self.store.get_range(key, start, length)
-
-    def head(self, key: str) -> ObjectInfo:
-        return self.store.head(key)
-
-    def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        return self.store.list(prefix)
-
-    def delete(self, key: str) -> None:
-        self.store.delete(key)
-
-    def delete_many(self, keys: builtins.list[str]) -> None:
-        self.store.delete_many(keys)
-
-    def arrow_location(self, key: str) -> tuple[Any, str]:
-        return self.store.arrow_location(key)
-
-    def deferring(self, batch: SyncBatch) -> ObjectStore:
-        return self.store.deferring(batch)
-
-    def settle(self, batch: SyncBatch) -> None:
-        self.store.settle(batch)
-
-    def sync(self, batch: SyncBatch) -> None:
-        self.store.sync(batch)
-
-    def put_if_missing_after(self, key: str, data: bytes, after: SyncBatch) -> None:
-        self.store.put_if_missing_after(key, data, after)
-
-    def put_hint(self, key: str, data: bytes) -> None:
-        self.store.put_hint(key, data)
-
-    def flush(self) -> None:
-        self.store.flush()
