@@ -18,8 +18,12 @@ their 64-bit hash (``bucket_bits`` in the header, chosen by the object's size:
 bucket: ``bucket``, ``rg`` (int32), ``k`` (int32, hash functions), ``m`` (int64, bits) and
 ``bits`` (large_binary, little-endian bit order, uncompressed), a standard Bloom filter over the
 hashes of the row group's distinct non-null canonical values in that bucket, sized for their
-count at the rule's false-positive rate ``p``: ``m = ceil(-n ln p / ln² 2)`` rounded up to a
-multiple of 64, ``k = max(1, round(m / n · ln 2))``; bit ``i`` of a value with hash ``h`` is
+count at the rule's false-positive rate ``p`` with the fewest hash functions ``k`` whose size
+``m = ceil(-k n / ln(1 - p^(1/k)))`` (the size at which ``k`` functions give rate ``p``) is
+within :data:`BLOOM_SIZE_SLACK` of the smallest filter's ``-n ln p / ln² 2``, rounded up to a
+multiple of 64 (at 1%: 4 functions and 10.5 bits a value, where the smallest filter takes 7
+and 9.6: setting the bits is most of a bloom build). Lookups read each filter's ``k`` and ``m``
+from its row, so filters sized either way answer alike; bit ``i`` of a value with hash ``h`` is
 ``(h1 + i·h2) mod m`` with ``h1`` the low 32 bits of ``h`` and ``h2`` the high 32 bits, odd.
 A lookup reads the footer and the Parquet row groups of its values' buckets only.
 "No" is certain; "maybe" is wrong for an absent value with probability about ``p`` per row group.
@@ -33,6 +37,7 @@ returns None and the caller reads the object unpruned.
 from __future__ import annotations
 
 import bisect
+import functools
 import io
 import json
 import math
@@ -62,6 +67,9 @@ EXACT_GROUP_ROWS = 32 * 1024
 #: a lookup reads only its values' buckets (a 64th of the filters of a large object).
 BLOOM_BUCKET_VALUES = 1024
 MAX_BUCKET_BITS = 6
+#: How much larger than the smallest filter for its rate a bloom filter may be to need fewer
+#: hash functions (each is one more bit to set per value, and to test per lookup).
+BLOOM_SIZE_SLACK = 0.10
 #: A bloom index over more values than this is built on two threads (hashing and sorting
 #: half the row groups each, then setting half the filters each; DuckDB and NumPy release the
 #: GIL): the end of a load waits for its last object's index while the encoding threads idle.
@@ -278,13 +286,25 @@ def _sorted_pairs(parts: list[pa.Array[Any]]) -> pa.Table:
 
 
 def _bloom_size(n: int, fpp: float) -> tuple[int, int]:
-    """(m bits, k hashes) for ``n`` distinct values at ``fpp``."""
+    """(m bits, k hashes) for ``n`` distinct values at ``fpp``: the fewest hash functions whose
+    filter is within :data:`BLOOM_SIZE_SLACK` of the smallest (see the module docstring)."""
     if n == 0:
         return 0, 0
-    m = math.ceil(-n * math.log(fpp) / (math.log(2) ** 2))
-    m = max(64, -(-m // 64) * 64)
-    k = max(1, round(m / n * math.log(2)))
-    return m, k
+    k, bits_per_value = _hashes_and_bits(fpp)
+    m = math.ceil(n * bits_per_value)
+    return max(64, -(-m // 64) * 64), k
+
+
+@functools.cache
+def _hashes_and_bits(fpp: float) -> tuple[int, float]:
+    """(k, bits per value) of :func:`_bloom_size` at ``fpp``. With ``k`` functions and ``m/n``
+    bits a value the rate is ``(1 - e^(-k n/m))^k``; solved for ``m/n`` at rate ``fpp``."""
+    smallest = -math.log(fpp) / math.log(2) ** 2
+    for k in range(1, 64):
+        bits = -k / math.log1p(-(fpp ** (1 / k)))
+        if bits <= smallest * (1 + BLOOM_SIZE_SLACK):
+            return k, bits
+    raise AssertionError(f"no k for fpp {fpp}")  # unreachable: k = -log2(fpp) is within 1%
 
 
 def _positions(hashes: np.ndarray[Any, Any], m: int, k: int) -> np.ndarray[Any, Any]:
@@ -368,18 +388,19 @@ def _filter_run(
     # a third of the time of uint64 arithmetic per step.
     unsigned = np.uint32 if int(m.max()) < _UINT32_BITS else np.uint64
     seg_m = np.repeat(m.astype(unsigned), counts)
-    seg_k = np.repeat(k, counts)
     offset = np.repeat(np.concatenate(([0], np.cumsum(m)[:-1])), counts)
     pos: Any = (hashes & np.uint64(0xFFFFFFFF)).astype(unsigned) % seg_m
     step: Any = ((hashes >> np.uint64(32)) | np.uint64(1)).astype(unsigned) % seg_m
     filt = np.zeros(total, dtype=bool)
     used = k[counts > 0]
     every = int(used.min()) if len(used) else 0  # the hash functions every value has: no mask
+    # Each value's k, needed only where segments differ in k (one rate, one k: not usually).
+    seg_k = np.repeat(k, counts) if every < int(k.max()) else None
     at = np.empty(len(hashes), np.int64)
     wrapped = np.empty_like(pos)
     for i in range(int(k.max())):
         np.add(offset, pos, out=at, casting="unsafe")  # both below 2**63: exact
-        filt[at if i < every else at[seg_k > i]] = True
+        filt[at if seg_k is None or i < every else at[seg_k > i]] = True
         pos += step
         # pos - m wraps around (unsigned) unless pos >= m: the smaller of the two is pos mod m.
         np.subtract(pos, seg_m, out=wrapped)

@@ -1,33 +1,37 @@
 """The bytes an index object holds do not change with how it is built: every builder of this
-release gives, for fixed inputs, the rows and header that the builders of the release before
-(commit 105c09a) gave — so indexes written by earlier releases and by this one answer alike.
-The digests below were taken from that release's builders; the forced paths (the two-thread
-split, 64-bit bit positions) must give the same."""
+release gives, for fixed inputs, the rows and header that the digests below record — the exact
+ones from the builders of commit 105c09a, the bloom ones since bloom filters are sized with
+fewer hash functions (session of 2026-11-28); the forced paths (the two-thread split, 64-bit
+bit positions) must give the same. Bloom filters sized the earlier way (``k`` near ``m/n ln 2``)
+are still answered: a lookup reads each filter's ``k`` and ``m`` from its row."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import random
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 import lake_core.indexes.kinds as kinds
-from lake_core.indexes.kinds import build_index
+from lake_core.indexes.kinds import bloom_answers, build_index
 
-#: sha256 (first 24 hex digits) of each case's header and rows, from 105c09a's builders.
+#: sha256 (first 24 hex digits) of each case's header and rows: exact from 105c09a's builders,
+#: bloom from the sizing by the fewest hash functions (``kinds._hashes_and_bits``).
 GOLDEN = {
     "exact-int": "9bcc167f7ee1435454b75de7",
     "exact-wide": "b6f3909ed2dd4d146aecb823",
     "exact-str": "3ca4f7084e5d84211f637ff7",
     "exact-float": "b0ced4546ec320c77f3e4f12",
     "exact-u64": "867aa2c2f25bd753caf55ad5",
-    "bloom-big-str": "9d027b80ab5096c84f52fb1e",
-    "bloom-small-int": "0f93a43924aefa083de13f69",
-    "bloom-float": "dc1d9121a86c98d81f728f80",
+    "bloom-big-str": "72e7119995d937147598ea63",
+    "bloom-small-int": "028fb347246e0d75625c0835",
+    "bloom-float": "c947d6cda863d12c48491864",
 }
 
 
@@ -111,3 +115,32 @@ def test_every_build_path_writes_what_the_previous_release_wrote(
         monkeypatch.setattr(kinds, "_UINT32_BITS", 1)
     for name, kind, row_groups, fpp in cases():
         assert digest(build_index(kind, row_groups, fpp=fpp)) == GOLDEN[name], name
+
+
+def _earlier_size(n: int, fpp: float) -> tuple[int, int]:
+    """How bloom filters were sized before 2026-11-28: the smallest filter, k = m/n ln 2."""
+    if n == 0:
+        return 0, 0
+    m = math.ceil(-n * math.log(fpp) / (math.log(2) ** 2))
+    m = max(64, -(-m // 64) * 64)
+    return m, max(1, round(m / n * math.log(2)))
+
+
+def test_bloom_filters_sized_the_earlier_way_are_still_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(5)
+    present = rng.choice(10**9, 8_000, replace=False)
+    groups = [pa.array(present[i::4]) for i in range(4)]
+    absent = pa.array(np.arange(10**9 + 1, 10**9 + 1 + 8_000))
+    with monkeypatch.context() as m:
+        m.setattr(kinds, "_bloom_size", _earlier_size)
+        earlier = build_index("bloom", groups, fpp=0.01)
+    now = build_index("bloom", groups, fpp=0.01)
+    ks = {d: set(pq.read_table(io.BytesIO(d)).column("k").to_pylist()) for d in (earlier, now)}
+    assert ks[earlier] == {7} and ks[now] == {4}
+    for data in (earlier, now):
+        hits = bloom_answers(data, pa.array(present))
+        for g in range(4):  # every value is found in its own row group
+            assert hits[g::4, g].all()
+        assert float(bloom_answers(data, absent).mean()) < 0.02
