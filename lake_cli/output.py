@@ -1,7 +1,8 @@
 """Printing data for people and scripts: ``table``, ``json`` (NDJSON), ``csv``, ``parquet``.
 
 Timestamps print as ISO 8601 UTC strings, nulls as ``null`` (the empty field in CSV),
-composite key bounds as lists. Arrow data (query results) streams batch by batch through
+composite key bounds as lists. In ``json``, float NaN and infinities print as ``null``: JSON
+has no spelling for them (see :mod:`lake_cli.textcols`). Arrow data (query results) streams batch by batch through
 vectorized encoders; lists of dicts (metadata listings) are formatted in Python.
 """
 
@@ -27,6 +28,8 @@ FORMATS = ("table", "json", "csv", "parquet")
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return str(value)  # a table or CSV cell can say nan; only JSON output makes it null
     v = jsonable(value)
     if v is None:
         return "null"

@@ -9,13 +9,17 @@ The output contract (docs: ``CLI.md`` "Output and errors") holds value for value
 per-row Python formatting it replaces:
 - timestamps print as ISO 8601 UTC with microseconds and ``Z`` (naive ones taken as UTC);
 - JSON: null is ``null``, strings are escaped as ``json.dumps(ensure_ascii=False)`` escapes
-  them, floats keep a fraction (``1.0``) and NaN/infinities print as Python's json does;
+  them, floats keep a fraction (``1.0``); NaN and the infinities print as ``null``, at any
+  depth, since JSON has no spelling for them (Python's ``NaN``/``Infinity`` are not JSON and
+  strict parsers refuse the line);
+- table: NaN and the infinities print as ``NaN``, ``Infinity``, ``-Infinity``;
 - CSV: null is the empty field; nested values are compact JSON text.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import date, datetime
 from decimal import Decimal
@@ -50,7 +54,11 @@ def _iso(col: Column) -> Column:
 
 
 def jsonable(value: Any) -> Any:
-    """A Python value as plain JSON (ISO timestamps, nested lists/dicts)."""
+    """A Python value as plain JSON (ISO timestamps, nested lists/dicts); NaN and the
+    infinities become None, as JSON cannot carry them (``json.dumps`` would write bare
+    ``NaN``, which no strict parser reads)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, datetime):
         return to_iso(value)
     if isinstance(value, date):
@@ -96,8 +104,10 @@ def text_column(col: Column) -> Column:
         return _iso(col)
     if pa.types.is_string_view(t):
         return pc.cast(col, pa.string())
-    if pa.types.is_boolean(t) or pa.types.is_floating(t):
-        return _json_scalar_text(col)
+    if pa.types.is_boolean(t):
+        return pc.if_else(col, "true", "false")
+    if pa.types.is_floating(t):
+        return _spelled_non_finite(_float_text(col))
     if pa.types.is_date32(t) and len(col) > 1024:
         # Few distinct days: format each once (a date cast is the costliest of the casts).
         encoded = pc.dictionary_encode(col)
@@ -109,17 +119,26 @@ def text_column(col: Column) -> Column:
     return _python(col, lambda v: v if isinstance(v, str) else _compact_json(v))
 
 
-def _json_scalar_text(col: Column) -> Column:
-    """Booleans and floats as Python's json prints them (``true``, ``1.0``, ``NaN``)."""
-    if pa.types.is_boolean(col.type):
-        return pc.if_else(col, "true", "false")
+def _float_text(col: Column) -> Column:
+    """Floats as text with a fraction (``1.0``); NaN and the infinities as Arrow spells them
+    (``nan``, ``inf``, ``-inf``)."""
     text = pc.cast(col, pa.string())
     # Arrow prints 1.0 as "1": keep the fraction so the value reads back as a float.
     whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
-    text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    return pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+
+
+def _spelled_non_finite(text: Column) -> Column:
+    """Arrow's ``nan``/``inf``/``-inf`` as people read them in a table."""
     text = pc.replace_substring_regex(text, r"^nan$", "NaN")
     text = pc.replace_substring_regex(text, r"^inf$", "Infinity")
     return pc.replace_substring_regex(text, r"^-inf$", "-Infinity")
+
+
+def _json_float(col: Column) -> Column:
+    """Floats as JSON numbers; NaN and the infinities null (JSON has no spelling for them).
+    One ``is_finite`` mask replaces the three regex passes the table spelling needs."""
+    return pc.if_else(pc.is_finite(col), _float_text(col), pa.scalar(None, pa.string()))
 
 
 def _json_string(text: Column) -> Column:
@@ -138,8 +157,10 @@ def json_column(col: Column) -> Column:
     t = col.type
     if pa.types.is_integer(t):
         out = pc.cast(col, pa.string())
-    elif pa.types.is_boolean(t) or pa.types.is_floating(t):
-        out = _json_scalar_text(col)
+    elif pa.types.is_boolean(t):
+        out = pc.if_else(col, "true", "false")
+    elif pa.types.is_floating(t):
+        out = _json_float(col)
     elif (
         pa.types.is_timestamp(t)
         or pa.types.is_string(t)

@@ -72,17 +72,91 @@ def test_json_matches_the_per_row_contract() -> None:
     write_records(typed_table(), "json", out=out)
     lines = out.getvalue().split("\n")  # not splitlines(): U+2028 stays raw, as JSON allows
     assert lines.pop() == ""
-    got = [json.loads(x) for x in lines]
-    want = expected_rows(typed_table())
-    assert len(got) == 3
-    for g, w in zip(got, want, strict=True):
-        nan_g, nan_w = g.pop("f"), w.pop("f")
-        assert g == w
-        assert (nan_g != nan_g and nan_w != nan_w) or nan_g == nan_w  # NaN prints as NaN
+    got = [strict_json(x) for x in lines]
+    assert got == expected_rows(typed_table())
+    assert got[1]["f"] is None  # NaN: JSON has no spelling for it
     assert got[0]["ts"] == "2026-01-05T11:00:00.000123Z"
     assert got[2]["naive_ns"] == "2000-02-29T23:59:59.999999Z"  # naive is UTC
     assert '"f":1.0,' in lines[0] and '"i":null' in lines[1]  # floats stay floats; null
     assert list(json.loads(lines[0])) == typed_table().schema.names  # keys in column order
+
+
+def strict_json(line: str) -> object:
+    """``json.loads`` that refuses Python's ``NaN``/``Infinity``/``-Infinity``, as strict
+    parsers (jq, JavaScript's ``JSON.parse``) do."""
+
+    def refuse(name: str) -> object:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_json_writes_nan_and_infinities_as_null_at_any_depth() -> None:
+    """NaN and the infinities are null in ``-f json``, top-level or nested, from Arrow data
+    (query results) and from lists of dicts (metadata listings) alike; finite floats keep
+    their fraction."""
+    nan, inf = float("nan"), float("inf")
+    table = pa.table(
+        {
+            "f": [nan, inf, -inf, 1.0],
+            "f32": pa.array([inf, nan, None, -2.5], pa.float32()),
+            "l": [[nan, 1.5], [-inf], None, []],
+            "st": [{"a": nan}, {"a": inf}, None, {"a": 2.0}],
+        }
+    )
+    out = io.StringIO()
+    write_records(table, "json", out=out)
+    assert [strict_json(x) for x in out.getvalue().splitlines()] == [
+        {"f": None, "f32": None, "l": [None, 1.5], "st": {"a": None}},
+        {"f": None, "f32": None, "l": [None], "st": {"a": None}},
+        {"f": None, "f32": None, "l": None, "st": None},
+        {"f": 1.0, "f32": -2.5, "l": [], "st": {"a": 2.0}},
+    ]
+    assert '"f":1.0,' in out.getvalue()
+    listed = io.StringIO()
+    write_records([{"x": nan, "meta": {"m": [inf, -inf, 0.5]}}], "json", out=listed)
+    assert strict_json(listed.getvalue()) == {"x": None, "meta": {"m": [None, None, 0.5]}}
+
+
+def test_table_and_csv_still_spell_nan_and_infinities() -> None:
+    """Only JSON lacks a spelling: a table shows NaN, CSV writes what ``lake load`` reads back
+    as the float (see test_csv_output_loads_back_with_nan_inf_null_and_marker_strings)."""
+    table = pa.table({"f": [float("nan"), float("inf"), -float("inf")]})
+    out = io.StringIO()
+    write_records(table, "table", out=out)
+    assert out.getvalue().split() == ["f", "NaN", "Infinity", "-Infinity"]
+    listed = io.StringIO()
+    write_records([{"f": float("nan")}], "table", out=listed)
+    assert listed.getvalue().split() == ["f", "nan"]
+
+
+def test_query_and_log_json_lines_parse_strictly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lake query -f json`` of NaN and infinities (from CSV), and ``lake log -f json`` of a
+    commit whose metadata holds a NaN (the Python API accepts one), print lines every JSON
+    parser reads."""
+    uri = str(tmp_path / "lake")
+    pool = Lake.init(LakeConfig(uri=uri)).create_pool("nums", "k:asc")
+    src = _write(tmp_path / "nums.csv", "k,f\n1,NaN\n2,inf\n3,-inf\n4,0.5\n")
+    load(pool, [src], meta={"ratio": float("nan")})
+    capsys.readouterr()
+    assert main(["--lake", uri, "query", "-p", "nums", "-f", "json"]) == 0
+    rows = [strict_json(x) for x in capsys.readouterr().out.splitlines()]
+    assert rows == [
+        {"k": 1, "f": None},
+        {"k": 2, "f": None},
+        {"k": 3, "f": None},
+        {"k": 4, "f": 0.5},
+    ]
+    assert main(["--lake", uri, "query", "SELECT f FROM nums ORDER BY k", "-f", "json"]) == 0
+    assert [strict_json(x) for x in capsys.readouterr().out.splitlines()][:2] == [
+        {"f": None},
+        {"f": None},
+    ]
+    assert main(["--lake", uri, "log", "-p", "nums", "-f", "json"]) == 0
+    (commit,) = [strict_json(x) for x in capsys.readouterr().out.splitlines()]
+    assert isinstance(commit, dict) and commit["meta"] == {"ratio": None}
 
 
 def test_csv_quotes_only_what_needs_it_and_reads_back() -> None:
