@@ -5,7 +5,8 @@ names the format of an input from its file name and its first bytes.
 
 Invariants:
 - :func:`detect_format` never returns ``"auto"``; it always returns one of the concrete formats.
-- The extension wins over the content: a ``.csv`` file is CSV even if it starts with ``{``.
+- The extension wins over the content: a ``.csv`` file is CSV even if it starts with ``{``
+  (the CSV reader then refuses a header line that is JSON, naming the file).
   Content sniffing is used only when the name has no known extension (stdin, odd names).
 - A ``.gz`` / ``.gzip`` suffix is ignored for detection; the caller decompresses and passes the
   decompressed head (see :mod:`lake_core.ingest.readers`).

@@ -152,6 +152,7 @@ def read_csv(data: bytes, source: str) -> pa.Table:
     (what ``lake query -f csv`` writes for it), not null; elsewhere it stays a null marker."""
     if not data.strip():
         return pa.table({})
+    _refuse_json_as_csv(data, source)
     try:
         table = pa_csv.read_csv(io.BytesIO(data), convert_options=_CSV_CONVERT)
     except pa.ArrowInvalid as err:
@@ -167,6 +168,39 @@ def read_csv(data: bytes, source: str) -> pa.Table:
     if floats and _MAYBE_NAN.search(data):
         table = _with_nans(data, table, floats)
     return _finish_text(table, source)
+
+
+def _refuse_json_as_csv(data: bytes, source: str) -> None:
+    """Refuse JSON read as CSV (``-i csv`` given for an NDJSON file, or a ``.csv`` name on
+    one): its first line would become a header of JSON fragments, so a one-line file loaded
+    nothing ("empty transaction") and a longer one committed columns named ``{"ts":1``. Only
+    the header line is looked at: a JSON object or array there (or a lone ``{``/``[`` opening
+    a pretty-printed document) is never a sensible CSV header."""
+    head = data[:_HEAD_SIZE]
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not body.startswith((b"{", b"[")):
+        return
+    start = len(head) - len(body)
+    end = data.find(b"\n", start)
+    first = data[start : end if end >= 0 else len(data)].strip()
+    if first not in (b"{", b"[") and not _is_json_container(first):
+        return
+    line = data[:start].count(b"\n") + 1
+    kind = "NDJSON" if first.startswith(b"{") and first != b"{" else "JSON"
+    raise MalformedInputError(
+        source,
+        f"line {line}",
+        f"not CSV: the header is JSON; this looks like {kind} "
+        f"(load it with -i {kind.lower()}, or -i auto)",
+    )
+
+
+def _is_json_container(text: bytes) -> bool:
+    """Whether ``text`` is one whole JSON object or array."""
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _with_nans(data: bytes, table: pa.Table, floats: list[str]) -> pa.Table:

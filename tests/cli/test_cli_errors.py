@@ -73,8 +73,19 @@ def _zip_no_extension(tmp_path: Path) -> list[str]:
     return ["load", "-p", "p", str(z)]
 
 
+def _ndjson_as_csv(tmp_path: Path) -> list[str]:
+    rows = tmp_path / "one.ndjson"
+    rows.write_text('{"ts": 9, "v": "r9"}\n')
+    return ["load", "-p", "p", "-i", "csv", str(rows)]
+
+
 CASES = {
     # name: (argv builder, exit status, text the error line must contain)
+    "ndjson-forced-as-csv": (
+        _ndjson_as_csv,
+        1,
+        "one.ndjson, line 1: not CSV: the header is JSON; this looks like NDJSON",
+    ),
     "deep-json-array": (_deep_json, 1, "nested too deeply"),
     "revert-unknown-commit": (
         lambda _: ["revert", "-p", "p", "nope"],

@@ -534,6 +534,38 @@ def test_csv_arity_line_counts_blank_lines_and_multiline_fields(tmp_path: Path) 
     assert err.value.problem == "expected 2 fields, saw 3"
 
 
+@pytest.mark.parametrize(
+    ("text", "location", "hint"),
+    [
+        ('{"ts": 1, "x": 1.5}\n{"ts": 2, "x": 2.5}\n', "line 1", "-i ndjson"),
+        # One line: read as CSV it was a header alone, and the load said "empty transaction".
+        ('{"ts": 1}\n', "line 1", "-i ndjson"),
+        ('[{"ts": 1}, {"ts": 2}]', "line 1", "-i json"),
+        ('\ufeff\n\n{\n  "ts": 1\n}\n', "line 3", "-i json"),
+    ],
+)
+def test_json_read_as_csv_is_malformed_naming_the_file_and_line(
+    tmp_path: Path, text: str, location: str, hint: str
+) -> None:
+    """``-i csv`` on JSON (or a ``.csv`` name on it): the header line would be JSON fragments,
+    so the reader refuses the file instead of loading columns named ``{"ts": 1``."""
+    path = write(tmp_path / "rows.ndjson", text)
+    with pytest.raises(MalformedInputError) as err:
+        read_input(path, fmt="csv")
+    assert err.value.source == str(path)
+    assert err.value.location == location
+    assert err.value.problem.startswith("not CSV: the header is JSON")
+    assert hint in err.value.problem
+    with pytest.raises(MalformedInputError, match="not CSV"):
+        read_input(write(tmp_path / "named.csv", text))
+
+
+def test_csv_headers_with_brackets_are_still_csv(tmp_path: Path) -> None:
+    """Only a header line that is JSON is refused: brackets in column names are fine."""
+    table = read_input(write(tmp_path / "b.csv", "[a],{b}\n1,2\n"))
+    assert table.to_pylist() == [{"[a]": 1, "{b}": 2}]
+
+
 def test_truncated_parquet_is_malformed_naming_the_file(tmp_path: Path) -> None:
     whole = write_parquet(tmp_path / "whole.parquet", pa.table({"a": list(range(1000))}))
     data = whole.read_bytes()
