@@ -103,13 +103,38 @@ def parse_time(text: str | None) -> datetime | None:
         ) from None
 
 
-def parse_meta(text: str | None) -> Any:
-    """``--meta JSON``: any JSON value stored in the commit."""
+def parse_meta(text: str | None) -> dict[str, Any] | None:
+    """``--meta JSON``: a JSON object stored in the commit. Anything else (a list, a number,
+    a string, ``null``) is refused: commit metadata is named fields that ``lake log`` and the
+    ``$commits`` table show, and scripts read it by key. ``NaN``/``Infinity``, which Python's
+    parser takes but JSON lacks, are refused too, so ``lake log -f json`` stays JSON."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as e:
         raise UsageError(f"--meta is not valid JSON: {e}") from None
     except RecursionError:
         raise UsageError("--meta is nested too deeply") from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f'--meta must be a JSON object, e.g. \'{{"source": "demo"}}\', not {_json_kind(value)}'
+        )
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise UsageError(f"--meta is not valid JSON: {name} is not a JSON value (use null)")
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, as the user wrote it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"

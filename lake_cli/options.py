@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 from click.shell_completion import CompletionItem
 
+from lake_cli.context import parse_meta
 from lake_cli.parsing import Arg, Choice, Number, Opt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -104,8 +105,19 @@ def commit_options() -> Callable[[F], F]:
     return _stack(
         option("-m", "message", default="", metavar="MSG", help="commit message"),
         option("--user", metavar="NAME", help="commit author (else $LAKE_USER or the OS user)"),
-        option("--meta", metavar="JSON", help="arbitrary JSON stored in the commit"),
+        option(
+            "--meta",
+            metavar="JSON",
+            callback=_meta,
+            help='a JSON object stored in the commit, e.g. \'{"source": "demo"}\'',
+        ),
     )
+
+
+def _meta(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--meta`` parsed while the command line is read, so a bad one is a usage error
+    before any lake is opened or input read; the command gets the object."""
+    return parse_meta(value)
 
 
 def lock_timeout_option() -> Callable[[F], F]:

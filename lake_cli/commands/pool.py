@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lake_cli import report
-from lake_cli.context import LakeContext, lake_class, parse_meta, parse_time, pass_lake, say
+from lake_cli.context import LakeContext, lake_class, parse_time, pass_lake, say
 from lake_cli.options import (
     argument,
     as_of_option,
@@ -233,7 +233,7 @@ def load(
     input_format: str,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
     quiet: bool,
     files: tuple[str, ...],
     spark: bool,
@@ -258,7 +258,7 @@ def load(
         branch or MAIN,
         fmt=input_format,
         message=message,
-        meta=parse_meta(meta),
+        meta=meta,
         on_object=on_object,
     )
     if progress is not None:
@@ -307,7 +307,7 @@ def upsert(
     delete_when: str | None,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
     fmt: str,
     quiet: bool,
     files: tuple[str, ...],
@@ -329,7 +329,7 @@ def upsert(
             fmt=input_format,
             delete_when=delete_when,
             message=message,
-            meta=parse_meta(meta),
+            meta=meta,
             on_object=on_object,
         )
         if on_object is not None:
@@ -404,13 +404,11 @@ def commit(
     pool: str,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
     staged: tuple[str, ...],
 ) -> None:
     target, branch = lk.pool_ref(pool, user)
-    done = target.commit_staged(
-        list(staged), branch or MAIN, message=message, meta=parse_meta(meta)
-    )
+    done = target.commit_staged(list(staged), branch or MAIN, message=message, meta=meta)
     say(report.loaded(done))  # add + commit is a load: it says what a load says
     say(f"{done.id} committed")
 
@@ -816,10 +814,10 @@ def merge(
     resolve: str | None,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
 ) -> None:
     target = lk.pool(pool, user)
-    done = target.merge(source, into, resolve=resolve, message=message, meta=parse_meta(meta))
+    done = target.merge(source, into, resolve=resolve, message=message, meta=meta)
     say(report.changed(f"merged {source} into {into}", done))
     say(f"{done.id} committed")
 
@@ -855,14 +853,14 @@ def delete(
     strict: bool,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
 ) -> None:
     target, branch = lk.pool_ref(pool, user)
     if bool(ids) == bool(where):
         raise UsageError("give either OBJECT-IDs or --where, not both or neither")
     if where:
         try:
-            done = target.delete(where, branch or MAIN, message=message, meta=parse_meta(meta))
+            done = target.delete(where, branch or MAIN, message=message, meta=meta)
         except NoRowsMatchedError:
             if strict:
                 raise
@@ -871,9 +869,7 @@ def delete(
             return
         say(report.deleted_rows(done))
     else:
-        done = target.delete(
-            None, branch or MAIN, ids=list(ids), message=message, meta=parse_meta(meta)
-        )
+        done = target.delete(None, branch or MAIN, ids=list(ids), message=message, meta=meta)
         say(report.deleted_objects(done))
     say(f"{done.id} committed")
 
@@ -897,9 +893,9 @@ def revert(
     commit_id: str,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
 ) -> None:
     target, branch = lk.pool_ref(pool, user)
-    done = target.revert(commit_id, branch or MAIN, message=message, meta=parse_meta(meta))
+    done = target.revert(commit_id, branch or MAIN, message=message, meta=meta)
     say(report.changed(f"reverted {commit_id}", done))
     say(f"{done.id} committed")

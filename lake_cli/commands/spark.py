@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from lake_cli import report
-from lake_cli.context import LakeContext, parse_meta, say
+from lake_cli.context import LakeContext, say
 from lake_cli.startup import let_pyarrow_see_pandas
 from lake_core.errors import LakeError, UsageError
 from lake_core.names import MAIN
@@ -71,14 +71,13 @@ def load(
     input_format: str,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
     master: str | None,
 ) -> None:
     _needs_pyspark()
     from lake_spark import spark_load, spark_upsert
 
     target, branch = lk.pool_ref(pool, user)
-    recorded = parse_meta(meta)
     with spark_session_for(master, "load") as spark:
         if target.config.unique:
             # A unique pool's loads are upserts, on Spark as locally (Pool.load).
@@ -89,7 +88,7 @@ def load(
                 branch or MAIN,
                 fmt=input_format,
                 message=message,
-                meta=recorded,
+                meta=meta,
             )
             assert result.commit is not None  # without delete_when every row is written
             commit = result.commit
@@ -101,7 +100,7 @@ def load(
                 branch or MAIN,
                 fmt=input_format,
                 message=message,
-                meta=recorded,
+                meta=meta,
             )
     say(report.loaded_or_upserted(commit))
     say(f"{commit.id} committed")
@@ -115,7 +114,7 @@ def upsert(
     delete_when: str | None,
     message: str,
     user: str | None,
-    meta: str | None,
+    meta: dict[str, Any] | None,
     master: str | None,
 ) -> UpsertResult:
     """``lake upsert --spark``: the merge-join per key range on Spark
@@ -125,7 +124,6 @@ def upsert(
     from lake_spark import spark_upsert
 
     target, branch = lk.pool_ref(pool, user)
-    recorded = parse_meta(meta)
     with spark_session_for(master, "upsert") as spark:
         return spark_upsert(
             spark,
@@ -135,7 +133,7 @@ def upsert(
             fmt=input_format,
             delete_when=delete_when,
             message=message,
-            meta=recorded,
+            meta=meta,
         )
 
 

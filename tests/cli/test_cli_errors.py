@@ -3,10 +3,12 @@ no traceback, no library noise, and nothing changed in the lake (issue 10 item 5
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,8 +81,28 @@ def _ndjson_as_csv(tmp_path: Path) -> list[str]:
     return ["load", "-p", "p", "-i", "csv", str(rows)]
 
 
+def _meta_on_load(value: str) -> Callable[[Path], list[str]]:
+    def build(tmp_path: Path) -> list[str]:
+        rows = tmp_path / "more.ndjson"
+        rows.write_text('{"ts": 9, "v": "r9"}\n')
+        return ["load", "-p", "p", str(rows), "--meta", value]
+
+    return build
+
+
+def _meta_on_delete(value: str) -> Callable[[Path], list[str]]:
+    return lambda _: ["delete", "-p", "p", "--where", "ts = 1", "--meta", value]
+
+
+NOT_AN_OBJECT = "--meta must be a JSON object"
+
 CASES = {
     # name: (argv builder, exit status, text the error line must contain)
+    "meta-array-load": (_meta_on_load("[1, 2]"), 2, f"{NOT_AN_OBJECT}, e.g. "),
+    "meta-number-load": (_meta_on_load("3"), 2, f"{NOT_AN_OBJECT}, e.g. "),
+    "meta-string-delete": (_meta_on_delete('"batch 1"'), 2, NOT_AN_OBJECT),
+    "meta-null-delete": (_meta_on_delete("null"), 2, NOT_AN_OBJECT),
+    "meta-nan-load": (_meta_on_load('{"ratio": NaN}'), 2, "NaN is not a JSON value"),
     "ndjson-forced-as-csv": (
         _ndjson_as_csv,
         1,
@@ -207,6 +229,43 @@ def test_bad_input_is_one_error_line_and_changes_nothing(
     # The pool still answers, with its five rows.
     code, out, _ = run(capsys, "--lake", loaded, "count", "-p", "p")
     assert (code, out) == (0, "5\n")
+
+
+def test_bad_meta_is_refused_before_the_lake_is_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--meta`` is checked as the command line is read: a lake that does not exist is not
+    even looked for (the usage error, exit 2, not ``lake not found``)."""
+    missing = str(tmp_path / "no-lake")
+    for argv in (
+        ["merge", "-p", "p", "dev", "--into", "main", "--meta", "[]"],
+        ["revert", "-p", "p", "3MiRTddPwgm8hEjJaMfcM5UuMx2", "--meta", "1"],
+        ["commit", "-p", "p", "3MiRTddPwgm8hEjJaMfcM5UuMx2", "--meta", "true"],
+        ["upsert", "-p", "p", str(tmp_path / "none.ndjson"), "--meta", '"s"'],
+    ):
+        code, out, err = run(capsys, "--lake", missing, *argv)
+        assert NOT_AN_OBJECT in one_error(err), argv
+        assert (code, out) == (2, "")
+    assert not (tmp_path / "no-lake").exists()
+
+
+def test_meta_that_is_not_an_object_still_prints_in_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Commits whose metadata is not an object (made before ``--meta`` was checked, or by
+    the Python API, which takes any JSON value) still print as they were stored."""
+    from lake_core import Lake, LakeConfig
+    from lake_core.loading import load
+
+    uri = str(tmp_path / "lake")
+    pool = Lake.init(LakeConfig(uri=uri)).create_pool("p", "ts:asc")
+    rows = tmp_path / "rows.ndjson"
+    rows.write_text('{"ts": 1}\n')
+    for meta in ([1, "two"], "a note", 7):
+        load(pool, [rows], meta=meta)
+    code, out, _ = run(capsys, "--lake", uri, "log", "-p", "p", "-f", "json")
+    assert code == 0
+    assert [json.loads(line)["meta"] for line in out.splitlines()] == [7, "a note", [1, "two"]]
 
 
 def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
