@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lake_core.clock import SYSTEM_CLOCK, Clock
-from lake_core.stores.s3config import S3Config
+from lake_core.stores.s3config import S3Config, refuse_credentials_in_uri
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,8 @@ class LakeConfig:
         resolved_uri = uri or env.get("LAKE_ROOT") or ""
         if not resolved_uri:
             raise UsageError("no lake given: pass --lake URI or set LAKE_ROOT")
+        # Before anything passes the URI on (`lake serve` hands it to a child's argv).
+        refuse_credentials_in_uri(resolved_uri)
         conditional = env.get("LAKE_CONDITIONAL_WRITES", "true").strip().lower()
         return cls(
             uri=resolved_uri,

@@ -41,7 +41,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
 from lake_core.stores.base import DeferringView, ObjectInfo, ObjectStore, SyncBatch
-from lake_core.stores.s3config import S3Config, retries
+from lake_core.stores.s3config import S3Config, refuse_credentials_in_uri, retries
 
 __all__ = ["S3Config", "S3ObjectStore", "retries"]
 
@@ -235,6 +235,7 @@ class S3ObjectStore(ObjectStore):
     def from_uri(
         cls, uri: str, conditional_writes: bool = True, config: S3Config | None = None
     ) -> S3ObjectStore:
+        refuse_credentials_in_uri(uri)
         rest = uri[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:

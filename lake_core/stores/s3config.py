@@ -37,6 +37,30 @@ _ENV = {
 }
 
 
+def refuse_credentials_in_uri(uri: str) -> None:
+    """Refuse an ``s3://KEY:SECRET@bucket/prefix`` lake URI as a usage error that never
+    shows the secret. Credentials in a URI end up in shell history, process lists and logs;
+    left to boto3, the user info is taken for part of the bucket name and fails as a raw
+    parameter error. A bucket name holds neither ``@`` nor ``:``, so either in the bucket
+    part means user info; a secret containing ``/`` (AWS secrets may) ends the bucket part
+    early, hence the ``:`` test. The message shows only what follows the last ``@`` (the
+    URI as it should be written) and only when that holds no ``:``."""
+    if not uri.startswith("s3://"):
+        return
+    rest = uri[len("s3://") :]
+    bucket = rest.partition("/")[0]
+    if "@" not in bucket and not (":" in bucket and "@" in rest):
+        return
+    from lake_core.errors import UsageError
+
+    location = rest.rpartition("@")[2]
+    use = f"s3://{location}" if location and ":" not in location else "s3://BUCKET/PREFIX"
+    raise UsageError(
+        f"credentials do not belong in an s3:// URL: use {use} and give them in "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials)"
+    )
+
+
 def retries() -> _RetryDict:
     """boto3's retries: standard mode, 8 retries after the first try, unless the standard
     ``AWS_MAX_ATTEMPTS`` (total tries) or ``AWS_RETRY_MODE`` settings say otherwise (an

@@ -268,6 +268,34 @@ def test_meta_that_is_not_an_object_still_prints_in_log(
     assert [json.loads(line)["meta"] for line in out.splitlines()] == [7, "a note", [1, "two"]]
 
 
+S3_SECRET = "wJalr/XUtnFEMI-not-a-real-secret"
+
+
+@pytest.mark.parametrize("via", ["--lake", "LAKE_ROOT"])
+@pytest.mark.parametrize(
+    "argv",
+    [["ls"], ["init"], ["query", "-p", "p", "-f", "json"], ["log", "-p", "p"], ["create", "p"]],
+)
+def test_credentials_in_the_lake_url_are_a_usage_error_that_never_prints_them(
+    via: str, argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``s3://KEY:SECRET@bucket/lake`` failed as a raw botocore ParamValidationError: it is a
+    usage error saying where credentials go, with no part of the secret on either stream."""
+    uri = f"s3://AKIAEXAMPLE:{S3_SECRET}@bucket/lake"
+    if via == "LAKE_ROOT":
+        monkeypatch.setenv("LAKE_ROOT", uri)
+        code, out, err = run(capsys, *argv)
+    else:
+        code, out, err = run(capsys, "--lake", uri, *argv)
+    assert (code, out) == (2, "")
+    assert one_error(err) == (
+        "error: credentials do not belong in an s3:// URL: use s3://bucket/lake and give them "
+        "in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials)"
+    )
+    for part in (S3_SECRET, *S3_SECRET.split("/")):
+        assert part not in out + err
+
+
 def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
     """kazoo logs a warning per connection attempt; the CLI prints only its own error. A real
     process, since pytest's log capture would hide the noise in-process."""

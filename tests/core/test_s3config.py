@@ -39,10 +39,18 @@ def test_from_env_and_to_env_round_trip() -> None:
         "LAKE_S3_ADDRESSING_STYLE": "path",
     }
     cfg = S3Config.from_env(env)
-    assert (cfg.endpoint_url, cfg.region, cfg.addressing_style) == ("http://e:1", "eu-west-1", "path")
+    assert (cfg.endpoint_url, cfg.region, cfg.addressing_style) == (
+        "http://e:1",
+        "eu-west-1",
+        "path",
+    )
     assert S3Config.from_env(cfg.to_env()) == cfg
-    assert S3Config.from_env({"AWS_ENDPOINT_URL_S3": "http://s3:2", "AWS_ENDPOINT_URL": "x"}) \
-        .endpoint_url == "http://s3:2"
+    assert (
+        S3Config.from_env(
+            {"AWS_ENDPOINT_URL_S3": "http://s3:2", "AWS_ENDPOINT_URL": "x"}
+        ).endpoint_url
+        == "http://s3:2"
+    )
     with pytest.raises(UsageError, match="addressing style"):
         S3Config.from_env({"LAKE_S3_ADDRESSING_STYLE": "sideways"})
 
@@ -136,3 +144,36 @@ def test_an_endpoint_that_is_not_a_url_is_a_usage_error_without_secrets() -> Non
     with pytest.raises(UsageError, match="Invalid endpoint: notaurl") as err:
         config.client()
     assert "SECRET-42" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("uri", "use"),
+    [
+        (f"s3://AKIAEXAMPLE:{SECRET}@bucket/lake", "s3://bucket/lake"),
+        # AWS secrets may hold "/": the bucket part then ends inside the secret.
+        ("s3://AKIAEXAMPLE:wJalr/XUtn+FEMI@bucket/lake", "s3://bucket/lake"),
+        ("s3://AKIAEXAMPLE@bucket", "s3://bucket"),
+    ],
+)
+def test_credentials_in_an_s3_uri_are_a_usage_error_that_hides_them(uri: str, use: str) -> None:
+    """Left to boto3 the user info becomes part of the bucket name (a raw
+    ParamValidationError); refused before any client is built, the secret never shown."""
+    for opening in (
+        lambda: open_store(uri),
+        lambda: S3ObjectStore.from_uri(uri),
+        lambda: LakeConfig.resolve(env={"LAKE_ROOT": uri}),
+        lambda: Lake.open(uri),
+    ):
+        with pytest.raises(UsageError) as err:
+            opening()
+        text = str(err.value)
+        assert text.startswith("credentials do not belong in an s3:// URL: use " + use)
+        assert "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY" in text
+        for part in (SECRET, "wJalr", "XUtn", "FEMI"):
+            assert part not in text
+
+
+def test_an_at_sign_in_the_prefix_is_not_taken_for_credentials() -> None:
+    store = open_store("s3://bucket/team@example/lake")
+    assert isinstance(store, S3ObjectStore)
+    assert (store.bucket, store.prefix) == ("bucket", "team@example/lake")
