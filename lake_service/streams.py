@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -100,12 +101,32 @@ def _json_value(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float in it (at any depth) made None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_line(row: dict[str, Any]) -> str:
+    """``row`` as one line of strict JSON: NaN and infinities, which JSON cannot carry, are
+    written as null (as ``lake query -f json`` writes them; docs/data.md)."""
+    try:
+        return json.dumps(row, default=_json_value, allow_nan=False)
+    except ValueError:  # a non-finite float somewhere: the rare row pays for the walk
+        return json.dumps(_finite(row), default=_json_value)
+
+
 def ndjson_stream(batches: Iterator[pa.RecordBatch]) -> Iterator[bytes]:
     """One JSON object a record, a line each; a batch's lines are yielded together. A failure
     mid-stream ends it with one line ``{"error": …}``."""
     try:
         for batch in batches:
-            lines = [json.dumps(row, default=_json_value) for row in batch.to_pylist()]
+            lines = [_json_line(row) for row in batch.to_pylist()]
             if lines:
                 yield ("\n".join(lines) + "\n").encode()
     except Exception as e:  # noqa: BLE001 - the response has started: say so in-band

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lake_core.errors import NotFoundError
-from lake_service.streams import arrow_stream
+from lake_service.streams import arrow_stream, ndjson_stream
 
 PLAIN = pa.schema([("ts", pa.int64()), ("msg", pa.string())])
 DICT = pa.schema([("ts", pa.int64()), ("msg", pa.dictionary(pa.int32(), pa.string()))])
@@ -63,3 +63,31 @@ def test_a_failure_mid_stream_is_the_trailer(schema: pa.Schema) -> None:
 def test_an_empty_result_is_a_schema_and_a_trailer() -> None:
     got, trailer = read(arrow_stream(PLAIN, iter([]), lambda: {"rows_read": 0}))
     assert got == [] and json.loads(trailer[b"lake.stats"]) == {"rows_read": 0}
+
+
+def test_ndjson_lines_are_strict_json_with_nan_and_infinities_as_null() -> None:
+    """JSON has no NaN or Infinity: the service writes them as null, as ``lake query -f json``
+    does, at any depth; finite floats and other values are unchanged."""
+    nan, inf = float("nan"), float("inf")
+    batch = pa.record_batch(
+        {
+            "x": pa.array([1.5, nan, inf, -inf, None]),
+            "s": pa.array(
+                [{"v": nan}, {"v": 2.0}, {"v": None}, {"v": -inf}, {"v": 0.5}],
+                pa.struct([("v", pa.float64())]),
+            ),
+            "l": pa.array([[nan, 1.0], [], None, [inf], [2.5]], pa.list_(pa.float64())),
+        }
+    )
+
+    def strict(text: str) -> object:
+        return json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} in {text}"))
+
+    lines = b"".join(ndjson_stream(iter([batch]))).decode().splitlines()
+    assert [strict(line) for line in lines] == [
+        {"x": 1.5, "s": {"v": None}, "l": [None, 1.0]},
+        {"x": None, "s": {"v": 2.0}, "l": []},
+        {"x": None, "s": {"v": None}, "l": None},
+        {"x": None, "s": {"v": None}, "l": [None]},
+        {"x": None, "s": {"v": 0.5}, "l": [2.5]},
+    ]
