@@ -443,6 +443,12 @@ class LakeGroup(click.Group):
             name = words[start].text
             if name not in self.commands:
                 listed = ", ".join(repr(c) for c in self.commands)
+                before = [w for i, w in reader.unknown if i == start - 1]
+                if before:  # `lake -f json ls`: a command's option put before the command
+                    reader.fail(
+                        f"{before[0]} is not an option of {ctx.command_path!r}: a command's "
+                        f"options go after it, e.g. {ctx.command_path} COMMAND {before[0]} {name}"
+                    )
                 reader.fail(f"argument COMMAND: invalid choice: {name!r} (choose from {listed})")
             deferred = _root(ctx).meta.setdefault(_DEFERRED, [])
             deferred += [(ctx.parent is None, w) for _, w in sorted(reader.unknown)]

@@ -25,6 +25,9 @@ USAGE_ERRORS = [
     ([], "the following arguments are required: COMMAND (see lake --help)"),
     (["foo"], f"argument COMMAND: invalid choice: 'foo' (choose from {COMMANDS}) (see lake --help)"),
     (["-", "ls"], f"argument COMMAND: invalid choice: '-' (choose from {COMMANDS}) (see lake --help)"),
+    # a command's option put before the command: its value is taken for the command
+    (["-f", "json", "ls"], "-f is not an option of 'lake': a command's options go after it, e.g. lake COMMAND -f json (see lake --help)"),
+    (["catalog", "-f", "json", "log"], "-f is not an option of 'lake catalog': a command's options go after it, e.g. lake catalog COMMAND -f json (see lake catalog --help)"),
     (["catalog"], "the following arguments are required: COMMAND (see lake catalog --help)"),
     (
         ["catalog", "foo"],
