@@ -22,6 +22,11 @@ The job runs in three stages; the driver plans between them and commits at the e
    fails now (a damaged page the survey did not read) sends its error to every range's task,
    and none of them writes.
 
+   A load of Parquet sources with at most :data:`DIRECT_MAX_RANGES` key ranges skips the
+   shuffle: each range's task reads every chunk itself, in source order, and keeps its own
+   rows — the same rows in the same order, the same first error, without sending the data
+   through the JVM.
+
 Then the driver commits once (``pool.commit`` with the load's schema). If any task failed, or
 the commit fails, every object any task wrote is deleted and the error is raised as the task
 raised it. A task attempt killed outright (a lost executor) leaves its objects as orphans,
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import math
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -87,6 +92,7 @@ from lake_spark.stages import (
     ipc_slices,
     partition_number,
     to_ipc,
+    write_bucket,
 )
 from lake_spark.tasks import TaskError, task_store
 
@@ -99,6 +105,12 @@ if TYPE_CHECKING:
 SIZE_SAMPLE_ROWS = 65536
 KEY_SAMPLE_ROWS = 4096
 _COUNT = "__lake_partition_rows"
+#: A load of Parquet sources cut into at most this many key ranges skips Spark's shuffle:
+#: each range's task reads every source chunk and keeps its own rows. Reading the input this
+#: many times costs less than sending it through the shuffle once (Arrow IPC, pickled into
+#: the JVM, shuffle files, back: about twice the CPU of the whole local load, measured on
+#: lineitem; docs/spark.md). More ranges, text sources and DataFrames go through the shuffle.
+DIRECT_MAX_RANGES = 4
 
 
 # -- stage 1: survey (tasks) ------------------------------------------------------------------
@@ -271,9 +283,9 @@ def _plan_ranges(
 # -- stage 3: bucket and write (tasks) --------------------------------------------------------
 
 
-def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
-    """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
-    numbers follow the chunk's order and then the rows' order."""
+def _ranged(job: Job, table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
+    """The rows of one chunk by bucket: (bucket, its rows in the chunk's order), for each
+    bucket the chunk has rows for."""
     assert job.schema is not None
     table = conform_to(table, job.schema, exact=False)
     groups = job.spec.split(table) if job.spec is not None else [(None, table)]
@@ -285,11 +297,18 @@ def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
             )
         offset, bounds = job.ranges[value]
         for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
-            for i, piece in enumerate(ipc_slices(rows)):
-                yield (
-                    offset + r,
-                    (chunk * PIECES_PER_CHUNK + i, to_ipc(piece, job.shuffle_compression)),
-                )
+            yield offset + r, rows
+
+
+def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
+    """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
+    numbers follow the chunk's order and then the rows' order."""
+    for bucket, rows in _ranged(job, table):
+        for i, piece in enumerate(ipc_slices(rows)):
+            yield (
+                bucket,
+                (chunk * PIECES_PER_CHUNK + i, to_ipc(piece, job.shuffle_compression)),
+            )
 
 
 def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
@@ -298,6 +317,46 @@ def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
 
 def bucketize_frame(job: Job) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     return frame_pieces(len(job.partitions), partial(_bucketize, job))
+
+
+def _direct_rows(job: Job, chunks: Sequence[Chunk], bucket: int) -> pa.Table | TaskError | None:
+    """``bucket``'s rows read straight from every one of ``chunks`` (in their order, the order
+    :func:`~lake_spark.stages.gather_pieces` gives), or the error of the first chunk that fails
+    (the one the shuffle would report); None when no chunk has rows for it."""
+    parts: list[pa.Table] = []
+    for chunk in chunks:
+        try:
+            parts += [rows for b, rows in _ranged(job, read_chunk(chunk)) if b == bucket]
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+            return TaskError.capture(exc)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
+
+
+def direct_writer(
+    job: Job, chunks: Sequence[Chunk]
+) -> Callable[[int, Iterable[Any]], Iterator[Written]]:
+    """The write task of a bucket that reads its own rows from every chunk (no shuffle):
+    :func:`~lake_spark.stages.write_bucket` of :func:`_direct_rows`."""
+
+    def run(bucket: int, _: Iterable[Any]) -> Iterator[Written]:
+        gather = partial(_direct_rows, job, chunks, bucket)
+        yield from write_bucket(job, partial(_write_range, job), bucket, gather)
+
+    return run
+
+
+def _direct(buckets: int, todo: Sequence[Chunk], frame: DataFrame | None) -> bool:
+    """Whether the key ranges' tasks read the sources themselves (see
+    :data:`DIRECT_MAX_RANGES`): Parquet sources (read by row group, their columns
+    decoded once per task), at most that many ranges."""
+    return (
+        frame is None
+        and bool(todo)
+        and buckets <= DIRECT_MAX_RANGES
+        and all(c.row_groups is not None for c in todo)
+    )
 
 
 def _write_range(
@@ -332,6 +391,17 @@ def _write_ranges(
         job.spec.values(layout.empty_table())  # the writer's partition check, before writing
     buckets = len(job.partitions)
     sc = spark.sparkContext
+    if _direct(buckets, todo, frame):
+        sc.setJobDescription(
+            f"lakepool load into {pool.name}: write {buckets} key ranges, "
+            f"each read from the {len(todo)} source chunks"
+        )
+        direct: list[Written] = (
+            sc.parallelize(range(buckets), buckets)
+            .mapPartitionsWithIndex(direct_writer(job, todo))
+            .collect()
+        )
+        return direct
     sc.setJobDescription(f"lakepool load into {pool.name}: write {buckets} key ranges")
     if frame is not None:
         pairs = frame.mapInArrow(

@@ -217,35 +217,45 @@ def bucket_writer(
     job: Job, write: BucketWrite
 ) -> Callable[[int, Iterable[Piece]], Iterator[Written]]:
     """The write task of a bucket: gather its pieces in source order, ``write`` them, index
-    the objects under the pool's rules, report them. A chunk's error sent to the bucket is
-    reported without writing; an error here is reported with the objects written so far (the
-    driver deletes them)."""
+    the objects under the pool's rules, report them (:func:`write_bucket`)."""
 
     def run(bucket: int, items: Iterable[Piece]) -> Iterator[Written]:
-        written: list[ObjectMeta] = []
-        try:
-            table = gather_pieces(items)
-            if table is None:
-                return
-            if isinstance(table, TaskError):  # a chunk failed: write nothing
-                yield Written(bucket, (), table)
-                return
-            write(bucket, table, written.append)
-            metas = build_indexes(
-                task_store(job.uri),
-                job.pool_id,
-                job.pool_name,
-                written,
-                job.index_rules,
-                SYSTEM_CLOCK,
-                threads=1,
-            )
-            yield Written(
-                bucket,
-                tuple(o.to_json() for o in written),
-                indexes=tuple(m.to_json() for m in metas),
-            )
-        except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
-            yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))
+        yield from write_bucket(job, write, bucket, lambda: gather_pieces(items))
 
     return run
+
+
+#: A bucket's rows in source order, the first failed chunk's error, or None (no rows).
+Gather = Callable[[], pa.Table | TaskError | None]
+
+
+def write_bucket(job: Job, write: BucketWrite, bucket: int, gather: Gather) -> Iterator[Written]:
+    """Write the rows ``gather`` gives for ``bucket``, index the objects under the pool's rules
+    and report them. A chunk's error gathered is reported without writing; an error here
+    (gathering included) is reported with the objects written so far (the driver deletes
+    them)."""
+    written: list[ObjectMeta] = []
+    try:
+        table = gather()
+        if table is None:
+            return
+        if isinstance(table, TaskError):  # a chunk failed: write nothing
+            yield Written(bucket, (), table)
+            return
+        write(bucket, table, written.append)
+        metas = build_indexes(
+            task_store(job.uri),
+            job.pool_id,
+            job.pool_name,
+            written,
+            job.index_rules,
+            SYSTEM_CLOCK,
+            threads=1,
+        )
+        yield Written(
+            bucket,
+            tuple(o.to_json() for o in written),
+            indexes=tuple(m.to_json() for m in metas),
+        )
+    except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
+        yield Written(bucket, tuple(o.to_json() for o in written), TaskError.capture(exc))

@@ -191,6 +191,68 @@ def test_spark_load_gives_the_local_paths_rows_in_its_order(
     assert max(sizes) < 4 * 12_000  # near the target, not one big object
 
 
+def _parquet_sources(folder: Path) -> list[Path]:
+    """Two multi-row-group Parquet files: keys repeating within and across files, null keys,
+    a column only the second has, a float column with NaN."""
+    folder.mkdir(parents=True, exist_ok=True)
+    first, second = folder / "a.parquet", folder / "b.parquet"
+    n = 6000
+    keys = [None if i % 401 == 0 else (i * 7919) % 1500 for i in range(n)]
+    pq.write_table(
+        pa.table(
+            {"k": pa.array(keys, pa.int64()), "v": range(n), "s": [f"s{i % 97}" for i in range(n)]}
+        ),
+        first,
+        row_group_size=700,
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "k": pa.array([(i * 31) % 1500 for i in range(n)], pa.int32()),
+                "v": range(n, 2 * n),
+                "x": [float("nan") if i % 13 == 0 else i / 3 for i in range(n)],
+            }
+        ),
+        second,
+        row_group_size=900,
+    )
+    return [first, second]
+
+
+@pytest.mark.parametrize("ranges", [1, 3, "shuffle"])
+def test_parquet_loads_of_few_ranges_read_the_sources_in_each_range_task(
+    spark: Any, lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ranges: Any
+) -> None:
+    """A Parquet load of at most DIRECT_MAX_RANGES key ranges skips the shuffle (each range's
+    task reads every chunk): the same rows in the same order as the local path and as the
+    shuffle, the same layout."""
+    import lake_spark.ingest as ingest
+
+    paths = _parquet_sources(tmp_path / "in")
+    local = lake.create_pool("local", "k:asc", target_size=300_000)
+    load(local, paths)
+    if ranges == "shuffle":  # the same load through the shuffle
+        monkeypatch.setattr(ingest, "DIRECT_MAX_RANGES", 0)
+        target = 300_000 // 3
+    else:
+        target = 300_000 if ranges == 1 else 300_000 // 3
+    taken: list[tuple[int, bool]] = []  # (key ranges, read directly) of each load
+
+    def spy(buckets: int, *rest: Any) -> bool:
+        taken.append((buckets, chose(buckets, *rest)))
+        return taken[-1][1]
+
+    chose = ingest._direct
+    monkeypatch.setattr(ingest, "_direct", spy)
+    pool = lake.create_pool("spark", "k:asc", target_size=target)
+    spark_load(spark, pool, paths, chunk_bytes=20_000)
+    [(buckets, direct)] = taken
+    assert direct == (ranges != "shuffle")
+    assert buckets == 1 if ranges == 1 else 2 <= buckets <= 4
+    _assert_same(pool.read(), local.read())
+    _assert_layout(pool)
+
+
 def test_spark_load_of_a_descending_multi_field_key_with_nulls_and_nan(
     spark: Any, lake: Lake, tmp_path: Path
 ) -> None:
@@ -312,7 +374,12 @@ def test_parquet_errors_found_by_reading_data_are_the_local_ones(
     data[start : start + column.total_compressed_size] = b"\xff" * column.total_compressed_size
     damaged.write_bytes(bytes(data))
     pool = lake.create_pool("p", "k:asc", target_size=2_000)
+    whole = lake.create_pool("whole", "k:asc")  # one key range: its task reads the sources
     for src, match in ((big, "does not fit int64"), (damaged, "not a valid Parquet file")):
+        with pytest.raises(MalformedInputError, match=match) as direct_error:
+            spark_load(spark, whole, [src], chunk_bytes=1_000)
+        assert str(src) in str(direct_error.value)
+        assert whole.tip() is None and _data_files(whole) == set()
         with pytest.raises(MalformedInputError) as local_error:
             load(pool, [src])
         with pytest.raises(MalformedInputError, match=match) as spark_error:
