@@ -103,31 +103,41 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     server.stop()
 
 
-#: The test modules that take longest (measured: the durations of a full run, 2026-11-27),
-#: longest first. pytest-xdist's ``--dist loadfile`` hands whole modules to workers in
-#: collection order, so these are collected first: a long module started last would keep one
-#: worker busy while the other idles (longest processing time first).
+#: The test modules that take longest (measured: the durations of a full run, 2026-11-28,
+#: ``--durations=150`` summed per module), longest first. pytest-xdist's ``--dist loadfile``
+#: hands whole modules to workers in collection order, so these are collected first: a long
+#: module started last would keep one worker busy while the other idles (longest processing
+#: time first; that run spent its last four and a half minutes on the last 2% of the tests,
+#: with tests/spark/test_spark_sql.py, 67 s, and other long modules missing from this list).
 LONGEST_FIRST = (
     "tests/core/test_faults.py",
-    "tests/core/test_crash.py",
-    "tests/spark/test_spark_indexes.py",
-    "tests/spark/test_otree_spark_load.py",
     "tests/orchestration/test_orchestration_e2e.py",
-    "tests/service/test_service_cli.py",
     "tests/spark/test_spark.py",
-    "tests/core/test_maintenance_race.py",
+    "tests/core/test_crash.py",
     "tests/spark/test_spark_cluster.py",
-    "tests/core/test_snapshot_format.py",
-    "tests/service/test_service_python.py",
-    "tests/spark/test_spark_upsert.py",
+    "tests/core/test_maintenance_race.py",
+    "tests/spark/test_spark_sql.py",
+    "tests/spark/test_otree_spark_load.py",
     "tests/core/test_upsert_race.py",
-    "tests/core/test_derived.py",
-    "tests/core/test_concurrency.py",
-    "tests/cli/test_cli_errors.py",
+    "tests/spark/test_spark_indexes.py",
+    "tests/spark/test_spark_upsert.py",
     "tests/core/test_otree_model.py",
-    "tests/core/test_history_model.py",
+    "tests/core/test_derived.py",
+    "tests/service/test_service_cli.py",
     "tests/core/test_catalog_concurrency.py",
+    "tests/core/test_concurrency.py",
+    "tests/core/test_history_model.py",
+    "tests/orchestration/test_orchestration_deploy.py",
     "tests/service/test_service_errors.py",
+    "tests/service/test_service_python.py",
+    "tests/core/test_snapshot_format.py",
+    "tests/cli/test_cli_errors.py",
+    "tests/core/test_otree_layout.py",
+    "tests/core/test_indexes_model.py",
+    "tests/core/test_catalog_scale.py",
+    "tests/core/test_expr.py",
+    "tests/orchestration/test_orchestration_spark.py",
+    "tests/spark/test_otree_weights_spark.py",
 )
 
 
