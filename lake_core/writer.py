@@ -507,10 +507,36 @@ def _land(
     tap: GroupTap | None = None,
 ) -> ObjectMeta:
     """Put the object stitched from ``groups`` (``pieces``), tell ``tap``, return its
-    metadata."""
+    metadata. ``tap`` hears of the object while it is put (on a thread of its own: an index
+    build is CPU, a put mostly waits on the disk or the network) and the put returns only
+    after it; a failed put raises after ``tap`` is done (what it built is then unused)."""
     payload = b"".join(pieces)
     object_id = new_id(clock)
-    store.put(PoolLayout(pool_id).data(object_id), payload)
+    meta = _object_meta(object_id, payload, groups, key, partition, tags)
+    if tap is None:
+        store.put(PoolLayout(pool_id).data(object_id), payload)
+        return meta
+    with ThreadPoolExecutor(1, thread_name_prefix="lake-tap") as ex:
+        told = ex.submit(tap.landed, meta, [g.tapped for g in groups])
+        try:
+            store.put(PoolLayout(pool_id).data(object_id), payload)
+        finally:
+            error = told.exception()  # waits: no tap work outlives the write
+        if error is not None:
+            raise error
+    return meta
+
+
+def _object_meta(
+    object_id: str,
+    payload: bytes,
+    groups: list[EncodedGroup],
+    key: PoolKey,
+    partition: str | None,
+    tags: dict[str, str] | None,
+) -> ObjectMeta:
+    """The metadata of the object ``object_id`` whose bytes are ``payload``, stitched from
+    ``groups``."""
     keys = pa.concat_tables([g.keys for g in groups]) if len(groups) > 1 else groups[0].keys
     lo, hi = key_bounds(keys, key)
     meta = ObjectMeta(
@@ -524,8 +550,6 @@ def _land(
         tags=dict(tags or {}),
         checksum=checksum(payload),
     )
-    if tap is not None:
-        tap.landed(meta, [g.tapped for g in groups])
     return meta
 
 

@@ -248,3 +248,61 @@ def test_the_footer_codec_gives_back_the_writers_bytes() -> None:
         assert _encode(_decode(footer)) == footer
         with pytest.raises(StitchError):
             _decode(footer[: length // 2])
+
+
+class _Tap:
+    """A GroupTap recording what it hears; ``fail`` makes ``landed`` raise."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.landed_ids: list[str] = []
+        self.done = threading.Event()
+
+    def group(self, rows: pa.Table) -> int:
+        return rows.num_rows
+
+    def landed(self, meta: Any, groups: list[Any]) -> None:
+        assert sum(groups) == meta.count
+        self.landed_ids.append(meta.id)
+        self.done.set()
+        if self.fail:
+            raise ValueError("tap failed")
+
+
+def test_the_tap_hears_each_object_while_it_is_put_and_errors_reach_the_writer(
+    tmp_path: Path,
+) -> None:
+    """``_land`` tells the tap on a thread of its own while the object is put: the write
+    returns (or raises) only after the tap is done; a tap's error is the write's error; a
+    failed put's error wins, after the tap has finished."""
+    t = _table(6_000, seed=4)
+    pool = Lake.init(str(tmp_path / "lake")).create_pool("p", "k:asc")
+    options = WriteOptions(target_size=60_000, seek_stride=8_000)
+
+    def write(tap: _Tap, store: Any = None) -> list[Any]:
+        return write_sorted(
+            store or pool.store, pool.id, iter([t]), t.schema, pool.config.key, options, tap=tap
+        )
+
+    tap = _Tap()
+    metas = write(tap)
+    assert tap.landed_ids == [m.id for m in metas] and len(metas) > 1
+    with pytest.raises(ValueError, match="tap failed"):
+        write(_Tap(fail=True))
+
+    class FailingPut:
+        def __init__(self, inner: Any, tap: _Tap) -> None:
+            self.inner, self.tap = inner, tap
+
+        def put(self, key: str, data: Any) -> None:
+            assert self.tap.done.wait(10)  # the tap runs while the put is under way
+            raise OSError("put failed")
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    slow = _Tap(fail=True)
+    with pytest.raises(OSError, match="put failed"):
+        write(slow, FailingPut(pool.store, slow))
+    assert len(slow.landed_ids) == 1
+    assert [th for th in threading.enumerate() if th.name.startswith("lake-tap")] == []
