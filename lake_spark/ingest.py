@@ -283,9 +283,9 @@ def _plan_ranges(
 # -- stage 3: bucket and write (tasks) --------------------------------------------------------
 
 
-def _ranged(job: Job, table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
-    """The rows of one chunk by bucket: (bucket, its rows in the chunk's order), for each
-    bucket the chunk has rows for."""
+def _by_partition(job: Job, table: pa.Table) -> Iterator[tuple[int, pa.Table, pa.Table]]:
+    """One chunk's rows conformed to the pool schema, by pool partition: (the partition's
+    first bucket, its key-range boundaries, its rows in the chunk's order)."""
     assert job.schema is not None
     table = conform_to(table, job.schema, exact=False)
     groups = job.spec.split(table) if job.spec is not None else [(None, table)]
@@ -296,19 +296,19 @@ def _ranged(job: Job, table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
                 "loading (persist a DataFrame that is not deterministic)"
             )
         offset, bounds = job.ranges[value]
-        for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
-            yield offset + r, rows
+        yield offset, bounds, part
 
 
 def _bucketize(job: Job, table: pa.Table, chunk: int) -> Iterator[Piece]:
     """The rows of one chunk, as (bucket, (sequence number, Arrow IPC)) pairs; sequence
     numbers follow the chunk's order and then the rows' order."""
-    for bucket, rows in _ranged(job, table):
-        for i, piece in enumerate(ipc_slices(rows)):
-            yield (
-                bucket,
-                (chunk * PIECES_PER_CHUNK + i, to_ipc(piece, job.shuffle_compression)),
-            )
+    for offset, bounds, part in _by_partition(job, table):
+        for r, rows in split_by_bucket(part, assign_buckets(part, bounds, job.key)):
+            for i, piece in enumerate(ipc_slices(rows)):
+                yield (
+                    offset + r,
+                    (chunk * PIECES_PER_CHUNK + i, to_ipc(piece, job.shuffle_compression)),
+                )
 
 
 def bucketize_chunk(job: Job) -> Callable[[Chunk], Iterator[Piece]]:
@@ -326,12 +326,27 @@ def _direct_rows(job: Job, chunks: Sequence[Chunk], bucket: int) -> pa.Table | T
     parts: list[pa.Table] = []
     for chunk in chunks:
         try:
-            parts += [rows for b, rows in _ranged(job, read_chunk(chunk)) if b == bucket]
+            parts += _own_rows(job, read_chunk(chunk), bucket)
         except Exception as exc:  # noqa: BLE001 - reported to the driver, which re-raises it
             return TaskError.capture(exc)
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts, promote_options="default")
+
+
+def _own_rows(job: Job, table: pa.Table, bucket: int) -> list[pa.Table]:
+    """The rows of one chunk that belong to ``bucket``, in the chunk's order: copied out by a
+    filter, so that the rest of the chunk is freed (a task keeps about its range's rows)."""
+    out: list[pa.Table] = []
+    for offset, bounds, part in _by_partition(job, table):
+        if part.num_rows == 0 or not offset <= bucket <= offset + bounds.num_rows:
+            continue  # no rows, or another partition's ranges
+        mine = assign_buckets(part, bounds, job.key) == bucket - offset
+        if mine.all():
+            out.append(part)
+        elif mine.any():
+            out.append(part.filter(pa.array(mine)))
+    return out
 
 
 def direct_writer(
