@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +112,7 @@ def parse_meta(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise UsageError(f"--meta is not valid JSON: {e}") from None
     except RecursionError:
@@ -125,6 +126,15 @@ def parse_meta(text: str | None) -> dict[str, Any] | None:
 
 def _refuse_constant(name: str) -> Any:
     raise UsageError(f"--meta is not valid JSON: {name} is not a JSON value (use null)")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one beyond a float's range (``1e999``, which Python reads as
+    infinity) is refused, as ``Infinity`` is."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise UsageError(f"--meta is not valid JSON: {text} is beyond a float's range")
+    return value
 
 
 def _json_kind(value: Any) -> str:

@@ -30,7 +30,7 @@ FORMATS = ("table", "json", "csv", "parquet")
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return str(value)  # a table or CSV cell can say nan; only JSON output makes it null
-    v = jsonable(value)
+    v = jsonable(value, finite=False)
     if v is None:
         return "null"
     if isinstance(v, (dict, list)):

@@ -53,12 +53,13 @@ def _iso(col: Column) -> Column:
     return pc.strftime(col, format="%Y-%m-%dT%H:%M:%SZ", locale="C")
 
 
-def jsonable(value: Any) -> Any:
-    """A Python value as plain JSON (ISO timestamps, nested lists/dicts); NaN and the
-    infinities become None, as JSON cannot carry them (``json.dumps`` would write bare
-    ``NaN``, which no strict parser reads)."""
+def jsonable(value: Any, *, finite: bool = True) -> Any:
+    """A Python value as plain JSON (ISO timestamps, nested lists/dicts). ``finite``: NaN
+    and the infinities become None, as JSON cannot carry them (``json.dumps`` would write
+    bare ``NaN``, which no strict parser reads); table and CSV text keeps them
+    (``finite=False``: ``json.dumps`` spells them ``NaN``, ``Infinity``)."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value if not finite or math.isfinite(value) else None
     if isinstance(value, datetime):
         return to_iso(value)
     if isinstance(value, date):
@@ -68,15 +69,18 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v, finite=finite) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, finite=finite) for v in value]
     return value
 
 
-def _python(col: Column, render: Any) -> Column:
+def _python(col: Column, render: Any, *, finite: bool) -> Column:
+    """``col``'s values rendered one by one in Python (nested types): ``finite`` as for
+    :func:`jsonable` (True for JSON output, False for table and CSV text)."""
     return pa.array(
-        [None if v is None else render(jsonable(v)) for v in col.to_pylist()], pa.string()
+        [None if v is None else render(jsonable(v, finite=finite)) for v in col.to_pylist()],
+        pa.string(),
     )
 
 
@@ -116,7 +120,7 @@ def text_column(col: Column) -> Column:
         return pc.cast(col, pa.string())
     if pa.types.is_dictionary(t):
         return text_column(pc.cast(col, t.value_type))
-    return _python(col, lambda v: v if isinstance(v, str) else _compact_json(v))
+    return _python(col, lambda v: v if isinstance(v, str) else _compact_json(v), finite=False)
 
 
 def _float_text(col: Column) -> Column:
@@ -146,7 +150,7 @@ def _json_string(text: Column) -> Column:
     # One scan decides: most columns hold nothing to escape and are only wrapped in quotes.
     if _NEEDS_ESCAPE.search(_value_bytes(text)):
         if pc.any(pc.match_substring_regex(text, _RARE_CONTROL)).as_py():
-            return _python(text, _compact_json)
+            return _python(text, _compact_json, finite=True)
         for raw, escaped in _ESCAPES:
             text = pc.replace_substring(text, raw, escaped)
     return pc.binary_join_element_wise('"', text, '"', "")
@@ -173,7 +177,7 @@ def json_column(col: Column) -> Column:
     elif pa.types.is_dictionary(t):
         return json_column(pc.cast(col, t.value_type))
     else:
-        out = _python(col, _compact_json)
+        out = _python(col, _compact_json, finite=True)
     return pc.fill_null(out, "null")
 
 

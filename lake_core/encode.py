@@ -50,7 +50,8 @@ class EncodeOptions:
 class GroupTap(Protocol):
     """Something a write shows its rows as it encodes them (the index builder,
     :class:`lake_core.indexes.building.IndexInputs`): :meth:`group` sees each row group on the
-    thread that encodes it, and :meth:`landed` each object once it is put, with what
+    thread that encodes it, and :meth:`landed` each object while it is put (on a thread of
+    its own; the write waits for it; objects one at a time, in order), with what
     :meth:`group` returned for its row groups, in the object's row-group order."""
 
     def group(self, rows: pa.Table) -> Any: ...

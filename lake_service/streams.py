@@ -107,7 +107,7 @@ def _finite(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):  # a map's entries come as (key, value) tuples
         return [_finite(v) for v in value]
     return value
 

@@ -106,11 +106,13 @@ SIZE_SAMPLE_ROWS = 65536
 KEY_SAMPLE_ROWS = 4096
 _COUNT = "__lake_partition_rows"
 #: A load of Parquet sources cut into at most this many key ranges skips Spark's shuffle:
-#: each range's task reads every source chunk and keeps its own rows. Reading the input this
-#: many times costs less than sending it through the shuffle once (Arrow IPC, pickled into
-#: the JVM, shuffle files, back: about twice the CPU of the whole local load, measured on
-#: lineitem; docs/spark.md). More ranges, text sources and DataFrames go through the shuffle.
-DIRECT_MAX_RANGES = 4
+#: each range's task reads every source chunk and keeps its own rows. Measured on lineitem
+#: sf 1 (two ranges, local[2]; docs/spark.md): the load cost 5.4 CPU-s more than the local
+#: path this way, 11.1 through the shuffle (Arrow IPC pickled into the JVM, shuffle files and
+#: back). Each range more reads the input once more, and the ranges' tasks are all the
+#: parallelism there is: kept at the measured two. More ranges, text sources and DataFrames go
+#: through the shuffle.
+DIRECT_MAX_RANGES = 2
 
 
 # -- stage 1: survey (tasks) ------------------------------------------------------------------
@@ -342,10 +344,14 @@ def _own_rows(job: Job, table: pa.Table, bucket: int) -> list[pa.Table]:
         if part.num_rows == 0 or not offset <= bucket <= offset + bounds.num_rows:
             continue  # no rows, or another partition's ranges
         mine = assign_buckets(part, bounds, job.key) == bucket - offset
-        if mine.all():
-            out.append(part)
+        if mine.all() and part.num_rows == table.num_rows:
+            out.append(part)  # the whole chunk is this range's
         elif mine.any():
-            out.append(part.filter(pa.array(mine)))
+            # A copy: a partition's rows are a slice of the chunk's reordered copy, and a
+            # slice would keep all of it alive.
+            out.append(
+                part.filter(pa.array(mine)) if not mine.all() else part.take(np.flatnonzero(mine))
+            )
     return out
 
 

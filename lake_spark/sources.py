@@ -35,6 +35,7 @@ from lake_core.ingest import normalize_table, read_input
 from lake_core.ingest.formats import FORMATS, format_from_name
 from lake_core.reader import open_object
 from lake_core.stores.base import ObjectStore
+from lake_core.stores.s3config import refuse_credentials_in_uri
 
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
 
@@ -51,6 +52,7 @@ class Chunk:
 
 
 def _s3_parts(uri: str) -> tuple[str, str]:
+    refuse_credentials_in_uri(uri)  # never echoed in an error, nor taken for a bucket
     bucket, _, key = uri[len("s3://") :].partition("/")
     if not bucket or not key:
         raise UsageError(f"cannot read {uri}: an S3 source is s3://bucket/key")
@@ -95,6 +97,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
     out: list[str] = []
     for source in sources:
         name = str(source)
+        refuse_credentials_in_uri(name)
         if not (name.startswith("s3://") and name.endswith("/")):
             out.append(name)
             continue

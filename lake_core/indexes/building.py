@@ -58,8 +58,8 @@ class IndexInputs:
     :func:`build_indexes` takes in place of reading those objects back.
 
     :meth:`group` (on the writer's encoding threads) keeps each row group's indexed values in
-    canonical form; :meth:`landed` (on the thread that put the object, while the next object
-    encodes) builds the object's index objects from them at once, keeping only their bytes. A
+    canonical form; :meth:`landed` (while the object is put, and the next object encodes)
+    builds the object's index objects from them at once, keeping only their bytes. A
     rule whose field a row group lacks, or whose values cannot be indexed — or any failure
     here: this is an optimisation, never a reason for a write to fail — gets nothing here for
     that object: the build reads it back (and logs why it skips the rule)."""

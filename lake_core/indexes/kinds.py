@@ -299,12 +299,11 @@ def _bloom_size(n: int, fpp: float) -> tuple[int, int]:
 def _hashes_and_bits(fpp: float) -> tuple[int, float]:
     """(k, bits per value) of :func:`_bloom_size` at ``fpp``. With ``k`` functions and ``m/n``
     bits a value the rate is ``(1 - e^(-k n/m))^k``; solved for ``m/n`` at rate ``fpp``."""
-    smallest = -math.log(fpp) / math.log(2) ** 2
-    for k in range(1, 64):
-        bits = -k / math.log1p(-(fpp ** (1 / k)))
-        if bits <= smallest * (1 + BLOOM_SIZE_SLACK):
-            return k, bits
-    raise AssertionError(f"no k for fpp {fpp}")  # unreachable: k = -log2(fpp) is within 1%
+    sizes = [(k, -k / math.log1p(-(fpp ** (1 / k)))) for k in range(1, 64)]
+    # The smallest filter over whole numbers of functions (at high rates, above about 0.6,
+    # no whole k comes within the slack of the real-valued optimum -ln p / ln² 2).
+    smallest = min(bits for _, bits in sizes)
+    return next((k, bits) for k, bits in sizes if bits <= smallest * (1 + BLOOM_SIZE_SLACK))
 
 
 def _positions(hashes: np.ndarray[Any, Any], m: int, k: int) -> np.ndarray[Any, Any]:

@@ -43,8 +43,9 @@ def refuse_credentials_in_uri(uri: str) -> None:
     left to boto3, the user info is taken for part of the bucket name and fails as a raw
     parameter error. A bucket name holds neither ``@`` nor ``:``, so either in the bucket
     part means user info; a secret containing ``/`` (AWS secrets may) ends the bucket part
-    early, hence the ``:`` test. The message shows only what follows the last ``@`` (the
-    URI as it should be written) and only when that holds no ``:``."""
+    early, hence the ``:`` test. The message shows the URI as it should be written (what
+    follows the user info) only when the first and the last ``@`` agree on it (a prefix may
+    hold an ``@``, a secret might) and it holds no ``:``; otherwise a placeholder."""
     if not uri.startswith("s3://"):
         return
     rest = uri[len("s3://") :]
@@ -53,8 +54,9 @@ def refuse_credentials_in_uri(uri: str) -> None:
         return
     from lake_core.errors import UsageError
 
-    location = rest.rpartition("@")[2]
-    use = f"s3://{location}" if location and ":" not in location else "s3://BUCKET/PREFIX"
+    location = rest.partition("@")[2]
+    plain = location and ":" not in location and location == rest.rpartition("@")[2]
+    use = f"s3://{location}" if plain else "s3://BUCKET/PREFIX"
     raise UsageError(
         f"credentials do not belong in an s3:// URL: use {use} and give them in "
         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, ~/.aws/credentials)"

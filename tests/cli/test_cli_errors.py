@@ -103,6 +103,7 @@ CASES = {
     "meta-string-delete": (_meta_on_delete('"batch 1"'), 2, NOT_AN_OBJECT),
     "meta-null-delete": (_meta_on_delete("null"), 2, NOT_AN_OBJECT),
     "meta-nan-load": (_meta_on_load('{"ratio": NaN}'), 2, "NaN is not a JSON value"),
+    "meta-overflow-load": (_meta_on_load('{"a": [1e999]}'), 2, "1e999 is beyond a float's range"),
     "ndjson-forced-as-csv": (
         _ndjson_as_csv,
         1,

@@ -128,6 +128,18 @@ def test_table_and_csv_still_spell_nan_and_infinities() -> None:
     listed = io.StringIO()
     write_records([{"f": float("nan")}], "table", out=listed)
     assert listed.getvalue().split() == ["f", "nan"]
+    # Nested values too: only JSON output makes them null.
+    nested = pa.table({"l": pa.array([[float("nan"), 1.0]], pa.list_(pa.float64()))})
+    for fmt in ("table", "csv"):
+        text = io.StringIO()
+        write_records(nested, fmt, out=text)
+        assert "[NaN,1.0]" in text.getvalue(), fmt
+    rows = io.StringIO()
+    write_records([{"m": {"x": float("inf")}}], "csv", out=rows)
+    assert "Infinity" in rows.getvalue()
+    as_json = io.StringIO()
+    write_records(nested, "json", out=as_json)
+    assert strict_json(as_json.getvalue()) == {"l": [None, 1.0]}
 
 
 def test_query_and_log_json_lines_parse_strictly(

@@ -153,6 +153,11 @@ def test_an_endpoint_that_is_not_a_url_is_a_usage_error_without_secrets() -> Non
         # AWS secrets may hold "/": the bucket part then ends inside the secret.
         ("s3://AKIAEXAMPLE:wJalr/XUtn+FEMI@bucket/lake", "s3://bucket/lake"),
         ("s3://AKIAEXAMPLE@bucket", "s3://bucket"),
+        # An "@" in the prefix as well: which "@" ends the user info is ambiguous (a secret
+        # might hold one), so a placeholder rather than a wrong or leaking suggestion.
+        (f"s3://AKIAEXAMPLE:{SECRET}@bucket/team@example/lake", "s3://BUCKET/PREFIX"),
+        # An "@" in the secret: the first and last "@" disagree, so only a placeholder.
+        ("s3://AKIAEXAMPLE:wJalr@XUtn+FEMI@bucket/lake", "s3://BUCKET/PREFIX"),
     ],
 )
 def test_credentials_in_an_s3_uri_are_a_usage_error_that_hides_them(uri: str, use: str) -> None:

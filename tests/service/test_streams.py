@@ -77,6 +77,10 @@ def test_ndjson_lines_are_strict_json_with_nan_and_infinities_as_null() -> None:
                 pa.struct([("v", pa.float64())]),
             ),
             "l": pa.array([[nan, 1.0], [], None, [inf], [2.5]], pa.list_(pa.float64())),
+            "m": pa.array(
+                [[("a", nan)], [], None, [("b", 1.0)], [("c", -inf)]],
+                pa.map_(pa.string(), pa.float64()),
+            ),
         }
     )
 
@@ -85,9 +89,9 @@ def test_ndjson_lines_are_strict_json_with_nan_and_infinities_as_null() -> None:
 
     lines = b"".join(ndjson_stream(iter([batch]))).decode().splitlines()
     assert [strict(line) for line in lines] == [
-        {"x": 1.5, "s": {"v": None}, "l": [None, 1.0]},
-        {"x": None, "s": {"v": 2.0}, "l": []},
-        {"x": None, "s": {"v": None}, "l": None},
-        {"x": None, "s": {"v": None}, "l": [None]},
-        {"x": None, "s": {"v": 0.5}, "l": [2.5]},
+        {"x": 1.5, "s": {"v": None}, "l": [None, 1.0], "m": [["a", None]]},
+        {"x": None, "s": {"v": 2.0}, "l": [], "m": []},
+        {"x": None, "s": {"v": None}, "l": None, "m": None},
+        {"x": None, "s": {"v": None}, "l": [None], "m": [["b", 1.0]]},
+        {"x": None, "s": {"v": 0.5}, "l": [2.5], "m": [["c", None]]},
     ]
