@@ -68,6 +68,21 @@ class LakeConfig:
         )
 
 
+def shown_uri(uri: str) -> str:
+    """``uri`` as errors may show it: the password of any user info replaced by ``***``
+    (``file://user:secret@host/x``); URIs without one unchanged."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(uri)
+        if parts.password is None:
+            return uri
+    except ValueError:  # not a URL urllib can split: show nothing of its user info
+        return uri.rpartition("@")[2] if "@" in uri else uri
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def _default_user() -> str:
     try:
         return getpass.getuser()

@@ -15,7 +15,7 @@ import pyarrow as pa
 from lake_core.catalog import Catalog, CatalogPoolRegistry
 from lake_core.clock import to_iso
 from lake_core.codec import decode_doc, encode_doc
-from lake_core.config import LakeConfig
+from lake_core.config import LakeConfig, shown_uri
 from lake_core.derived.spec import DerivedLink
 from lake_core.errors import (
     AlreadyExistsError,
@@ -75,7 +75,7 @@ class Lake:
         try:
             store.put_if_missing(LAKE_MARKER, marker)
         except ObjectExistsError:
-            raise AlreadyExistsError("lake", config.uri) from None
+            raise AlreadyExistsError("lake", shown_uri(config.uri)) from None
         lake = cls(store, config, lake_id)
         lake.catalog.initialize()
         return lake
@@ -101,7 +101,7 @@ class Lake:
         try:
             data = store.get(LAKE_MARKER)
         except ObjectNotFoundError:
-            raise NotFoundError("lake", config.uri, "run `lake init` first") from None
+            raise NotFoundError("lake", shown_uri(config.uri), "run `lake init` first") from None
         doc = decode_doc(LAKE_MARKER, data, LAKE_FORMAT, LAKE_VERSION)
         return cls(store, config, str(doc.get("id", "")))
 

@@ -297,6 +297,23 @@ def test_credentials_in_the_lake_url_are_a_usage_error_that_never_prints_them(
         assert part not in out + err
 
 
+def test_a_password_in_a_file_url_is_masked_in_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lake not found`` and ``already exists`` name the lake by its URI: a password in it
+    is shown as ``***``."""
+    uri = f"file://user:hunter2secret@host{tmp_path}/lake"
+    code, out, err = run(capsys, "--lake", uri, "ls")
+    assert (code, out) == (1, "")
+    assert one_error(err) == (
+        f"error: file://user:***@host{tmp_path}/lake: lake not found (run `lake init` first)"
+    )
+    assert run(capsys, "--lake", uri, "init")[0] == 0
+    code, out, err = run(capsys, "--lake", uri, "init")
+    assert code == 1 and "already exists" in err and "user:***@host" in err
+    assert "hunter2secret" not in out + err
+
+
 def test_unreachable_zookeeper_is_one_error_line(tmp_path: Path) -> None:
     """kazoo logs a warning per connection attempt; the CLI prints only its own error. A real
     process, since pytest's log capture would hide the noise in-process."""
