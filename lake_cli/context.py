@@ -111,6 +111,8 @@ def parse_meta(text: str | None) -> dict[str, Any] | None:
     parser takes but JSON lacks, are refused too, so ``lake log -f json`` stays JSON."""
     if text is None:
         return None
+    from lake_core.ingest.formats import json_kind  # a light module: no pyarrow
+
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
@@ -119,7 +121,7 @@ def parse_meta(text: str | None) -> dict[str, Any] | None:
         raise UsageError("--meta is nested too deeply") from None
     if not isinstance(value, dict):
         raise UsageError(
-            f'--meta must be a JSON object, e.g. \'{{"source": "demo"}}\', not {_json_kind(value)}'
+            f'--meta must be a JSON object, e.g. \'{{"source": "demo"}}\', not {json_kind(value)}'
         )
     return value
 
@@ -135,16 +137,3 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise UsageError(f"--meta is not valid JSON: {text} is beyond a float's range")
     return value
-
-
-def _json_kind(value: Any) -> str:
-    """What a parsed JSON value is, as the user wrote it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array"

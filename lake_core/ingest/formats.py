@@ -87,3 +87,17 @@ def detect_format(name: str, head: bytes) -> str:
 def is_zip(name: str, head: bytes) -> bool:
     """Whether an input is a zip archive, by its ``.zip`` extension or its magic bytes."""
     return PurePath(name).suffix.lower() == ".zip" or head.startswith(ZIP_MAGICS)
+
+
+def json_kind(value: object) -> str:
+    """What a parsed JSON value is, as a user wrote it (``null``, ``a number``, ``an array``…):
+    for errors that expected an object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"

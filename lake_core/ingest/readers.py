@@ -48,6 +48,7 @@ from lake_core.ingest.formats import (
     detect_format,
     format_from_content,
     is_zip,
+    json_kind,
 )
 from lake_core.ingest.types import INT64_MAX, coerce_text_timestamps, normalize_table
 
@@ -455,21 +456,9 @@ def _skip_whitespace(text: str, position: int) -> int:
 def _expect_object(value: object, source: str, location: str) -> Record:
     if not isinstance(value, dict):
         raise MalformedInputError(
-            source, location, f"expected a JSON object, got {_json_kind(value)}"
+            source, location, f"expected a JSON object, got {json_kind(value)}"
         )
     return value
-
-
-def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 class _MixedTypes(Exception):
