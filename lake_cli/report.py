@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lake_core.clock import to_iso
 from lake_core.inflight import MIN_ORPHAN_AGE
-from lake_core.units import format_size, human_size
+from lake_core.units import counted, format_size, human_size
 
 if TYPE_CHECKING:
     from lake_core.commit import Commit
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 def count(n: int, noun: str) -> str:
     """``1 row``, ``8,255 rows``."""
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+    return counted(n, noun)
 
 
 def rows_removed(commit: Commit) -> int:

@@ -29,6 +29,7 @@ from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.snapshot import Snapshot
 from lake_core.stores.base import SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
+from lake_core.units import counted
 from lake_core.writer import WriteOptions, write_partitioned
 
 if TYPE_CHECKING:
@@ -238,7 +239,7 @@ def load(
             objects,
             [],
             author=author,
-            message=message or f"loaded {len(objects)} data objects from {names}",
+            message=message or f"loaded {counted(len(objects), 'data object')} from {names}",
             meta=meta,
             incoming_schema=schema,
             source=names,

@@ -70,6 +70,11 @@ def parse_fraction(text: str) -> float:
     return value
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 row``, ``8,255 rows``: a count and its noun, plural unless one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def format_size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1024 or unit == "TB":

@@ -61,6 +61,7 @@ from lake_core.otree.weights import WEIGHT_COLUMN
 from lake_core.partitions import PartitionSpec
 from lake_core.pool import MAIN, Pool
 from lake_core.txn import Txn, as_txns, check_txns
+from lake_core.units import counted
 from lake_core.writer import WriteOptions, sort_table, write_objects
 from lake_spark.ranges import (
     WEIGHT,
@@ -540,7 +541,8 @@ def spark_load(
             objects,
             [],
             author=author,
-            message=message or f"loaded {len(objects)} data objects from {', '.join(names)}",
+            message=message
+            or f"loaded {counted(len(objects), 'data object')} from {', '.join(names)}",
             meta=meta,
             incoming_schema=layout,
             source=", ".join(names),

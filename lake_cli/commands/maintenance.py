@@ -278,7 +278,7 @@ def purge(
         return
     n = len(result.objects)
     say(
-        f"purged {n} object{'s' if n != 1 else ''} ({human_size(result.bytes)}) "
+        f"purged {report.count(n, 'object')} ({human_size(result.bytes)}) "
         f"added by commit {result.commit_id}"
     )
     if result.record:

@@ -89,3 +89,12 @@ def test_composite_key_with_null_secondary_field_reads_in_order(lake: Lake) -> N
     load(pool, [pa.table({"a": [2], "b": ["a"]})])
     rows = [(r["a"], r["b"]) for r in pool.read().to_pylist()]
     assert rows == [(1, "x"), (1, None), (1, None), (2, "a"), (2, "y"), (3, "z")]
+
+
+def test_default_load_message_counts_objects_in_the_singular_and_plural(tmp_path: Path) -> None:
+    pool = Lake.init(str(tmp_path / "lake")).create_pool("msg", "ts:asc", target_size=4096)
+    one = load(pool, [pa.table({"ts": [1, 2]})])
+    assert one.message == "loaded 1 data object from table #1"
+    many = load(pool, [pa.table({"ts": list(range(20000)), "s": ["x" * 40] * 20000})])
+    assert len(many.adds()) > 1
+    assert many.message == f"loaded {len(many.adds())} data objects from table #1"
