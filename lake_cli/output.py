@@ -11,10 +11,14 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from typing import IO, Any
 
 import pyarrow as pa
@@ -136,23 +140,58 @@ def _write_table(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[st
 
 def check_writable(output: str | None) -> None:
     """Fail as one ``error:`` line before any work when ``-o FILE`` cannot be written
-    ("a" neither truncates the file nor needs to read it)."""
+    ("a" neither truncates the file nor needs to read it; a file it had to create for the
+    check is removed again, so a query that fails later leaves nothing behind)."""
     if output is None:
         return
+    existed = os.path.lexists(output)
     try:
         open(output, "ab").close()
     except OSError as e:
         raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    if not existed:
+        os.unlink(output)
+
+
+@contextmanager
+def _replacing(output: str) -> Iterator[str]:
+    """A temporary path next to ``output`` to write to, renamed over ``output`` only when the
+    block succeeds: a query that fails midway (an engine error in a late batch, Ctrl-C) leaves
+    ``output`` as it was, never a truncated or half-written file. A device or pipe
+    (``-o /dev/stdout``) is written in place: it cannot be replaced by a rename."""
+    if os.path.exists(output) and not os.path.isfile(output):
+        yield output
+        return
+    folder, name = os.path.split(os.path.abspath(output))
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".lake-tmp", dir=folder)
+    os.close(fd)
+    try:
+        if os.path.isfile(output):
+            shutil.copymode(output, tmp)
+        else:  # mkstemp makes it 0600; a new output gets the usual mode (umask applies)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        yield tmp
+        os.replace(tmp, output)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def write_output(reader: pa.RecordBatchReader, fmt: str, output: str | None) -> None:
     """``lake query``'s records to stdout, or to ``-o FILE`` (text formats opened here,
-    ``parquet`` written by path)."""
-    if output is not None and fmt != "parquet":
-        with open(output, "w", encoding="utf-8", newline="") as f:
-            write_records(reader, fmt, out=f)
-    else:
-        write_records(reader, fmt, path=output)
+    ``parquet`` written by path), which appears only once every record is written."""
+    if output is None:
+        write_records(reader, fmt)
+        return
+    with _replacing(output) as target:
+        if fmt == "parquet":
+            write_records(reader, fmt, path=target)
+        else:
+            with open(target, "w", encoding="utf-8", newline="") as f:
+                write_records(reader, fmt, out=f)
 
 
 def write_records(

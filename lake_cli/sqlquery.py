@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from datetime import datetime
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from lake_cli.context import LakeContext
 from lake_core.remote.uri import is_remote_uri
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Rows per Arrow batch handed from DuckDB to the writers.
 _BATCH_ROWS = 64 * 1024
@@ -50,12 +54,36 @@ def run_sql_query(
         _explain(run.derivation.reasons if run.derivation is not None else None)
     try:
         with engine_progress(run.connection.query_progress, show):
-            reader = run.relation.to_arrow_reader(_BATCH_ROWS)
+            reader = _engine_reader(run.relation.to_arrow_reader(_BATCH_ROWS))
             write_output(reader, fmt, output)
     except duckdb.Error as e:
         raise engine_error(e) from None
     if stats:
         sys.stderr.write(json.dumps({**run.stats(), "answered_from": run.answered_from}) + "\n")
+
+
+def _engine_reader(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """``reader`` with DuckDB's failures while streaming made one-line errors. An error in
+    the first batch is a ``duckdb.Error``; one in a later batch (a cast that fails on row
+    100,000) reaches Arrow's stream as an ``OSError`` or ``ArrowException`` carrying
+    DuckDB's message. Only reading raises here: the writers' own failures (a full disk, a
+    closed pipe) are raised where they write, as they are."""
+    import duckdb
+    import pyarrow as pa
+
+    from lake_core.sql import engine_error
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (duckdb.Error, pa.ArrowException, OSError) as e:
+                raise engine_error(e) from None
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
 
 def _explain(reasons: list[str] | None) -> None:

@@ -236,6 +236,48 @@ def test_errors_are_one_line_exit_1_and_change_nothing(
     assert _listing(refusing_lake) == before
 
 
+LATE_FAILURE = "SELECT k, CASE WHEN k >= 150000 THEN CAST('x' AS INT) END AS e FROM big"
+
+
+def test_an_engine_error_in_a_late_batch_is_one_line_and_leaves_no_output(
+    lake: Lake, lake_uri: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DuckDB raises through Arrow's stream (not as ``duckdb.Error``) when a batch after the
+    first fails: still one ``error:`` line, exit 1; ``-o FILE`` is written to a temporary
+    name and renamed only on success, so a failed query leaves an existing file as it was
+    and creates none."""
+    import pyarrow as pa
+
+    lake.create_pool("big", "k:asc").load(
+        pa.table({"k": list(range(200_000)), "s": ["x"] * 200_000})
+    )
+    L = ["--lake", lake_uri]
+    code, out, err = run(capsys, *L, "query", LATE_FAILURE, "-f", "csv")
+    assert code == 1
+    if not lake_uri.startswith("s3://"):
+        # On local disk DuckDB streams the files: the batches before the failing one were
+        # printed. (On S3 it reads the objects the lake fetched for it, and fails at once.)
+        assert out.count("\n") > 1000
+    assert err == "error: Conversion Error: Could not convert string 'x' to INT32\n"
+    kept = tmp_path / "kept.csv"
+    kept.write_text("earlier result\n")
+    new = tmp_path / "new.json"
+    for fmt, target in (("csv", kept), ("json", new), ("parquet", tmp_path / "new.parquet")):
+        code, out, err = run(capsys, *L, "query", LATE_FAILURE, "-f", fmt, "-o", str(target))
+        assert (code, out) == (1, ""), err
+        assert err.startswith("error: Conversion Error") and err.count("\n") == 1, err
+    assert kept.read_text() == "earlier result\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "lake") == ["kept.csv"]
+    # Success replaces the file and keeps its mode.
+    kept.chmod(0o640)
+    code, _, err = run(
+        capsys, *L, "query", "SELECT count(*) AS n FROM big", "-f", "csv", "-o", str(kept)
+    )
+    assert (code, err) == (0, "")
+    assert kept.read_text() == "n\n200000\n"
+    assert kept.stat().st_mode & 0o777 == 0o640
+
+
 def test_pool_mode_is_unchanged(lake_args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, *lake_args, "query", "-p", "events", "--where", "day = 6", "-f", "json", "--stats"
