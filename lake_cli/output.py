@@ -42,6 +42,14 @@ def _cell(value: Any) -> str:
     return str(v)
 
 
+def _table_cell(value: Any) -> str:
+    """:func:`_cell` on one line (see :func:`_one_line`)."""
+    text = _cell(value)
+    for raw, shown in _CELL_ESCAPES:
+        text = text.replace(raw, shown)
+    return text
+
+
 #: Rows per slice when encoding: bounds memory per step and string offsets (int32).
 _SLICE = 65_536
 #: Table column widths come from the first page of rows; later, wider values widen a column
@@ -56,6 +64,39 @@ def _slices(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordB
     for batch in batches:
         for off in range(0, batch.num_rows, size):
             yield batch.slice(off, size)
+
+
+def _pages(batches: Iterable[pa.RecordBatch], size: int) -> Iterator[pa.RecordBatch]:
+    """The records in pages of ``size`` rows (the last may be shorter), however the batches
+    fall: a scan yields one batch per object, and the table's widths must come from the first
+    ``size`` records, not from whichever object happens to come first."""
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    pieces = _slices(batches, size)
+    while True:
+        try:
+            piece = next(pieces)
+        except StopIteration:
+            break
+        except BaseException:
+            if rows:  # what was read before the input failed is still printed
+                yield _one_batch(held)
+            raise
+        held.append(piece)
+        rows += piece.num_rows
+        if rows >= size:
+            page = _one_batch(held)
+            yield page.slice(0, size)
+            rows -= size
+            held = [page.slice(size)] if rows else []
+    if rows:
+        yield _one_batch(held)
+
+
+def _one_batch(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _binary(out: IO[str]) -> IO[bytes] | None:
@@ -117,14 +158,31 @@ def _write_json(batches: Iterable[pa.RecordBatch], out: IO[str]) -> None:
         _emit(out, raw, data)
 
 
+#: How a table cell shows the characters that would break its row: escaped, as in JSON.
+_CELL_ESCAPES = (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+
+
+def _one_line(column: Any) -> Any:
+    """Text cells with newlines, carriage returns and tabs shown escaped (``\\n``), so a
+    table row stays one line and its columns aligned (other backslashes print as they are:
+    a path stays readable). CSV and JSON keep every value exact."""
+    if not pc.any(pc.match_substring_regex(column, "[\n\r\t]")).as_py():
+        return column
+    for raw, shown in _CELL_ESCAPES:
+        column = pc.replace_substring(column, raw, shown)
+    return column
+
+
 def _write_table(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[str]) -> None:
     widths: list[int] | None = None
 
     def line(cells: Iterable[str], ws: list[int]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, ws, strict=True)).rstrip() + "\n"
 
-    for page in _slices(batches, _PAGE):
-        cols = [pc.fill_null(text_column(c), "null").to_pylist() for c in page.columns]
+    for page in _pages(batches, _PAGE):
+        cols = [
+            _one_line(pc.fill_null(text_column(c), "null")).to_pylist() for c in page.columns
+        ]
         rows = list(zip(*cols, strict=True)) if cols else [()] * page.num_rows
         page_widths = [max((len(c) for c in col), default=0) for col in cols]
         if widths is None:
@@ -244,7 +302,7 @@ def write_records(
         for r in rows:
             w.writerow(["" if r.get(n) is None else _cell(r.get(n)) for n in names])
     else:
-        materialized = [[_cell(r.get(n)) for n in names] for r in rows]
+        materialized = [[_table_cell(r.get(n)) for n in names] for r in rows]
         widths = [len(n) for n in names]
         for row in materialized:
             widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]

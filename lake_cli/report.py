@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from lake_core.clock import to_iso
 from lake_core.inflight import MIN_ORPHAN_AGE
-from lake_core.units import counted, format_size, human_size
+from lake_core.units import counted, human_size
 
 if TYPE_CHECKING:
     from lake_core.commit import Commit
@@ -80,8 +80,8 @@ def compacted(result: CompactionResult) -> str:
     )
     return (
         f"compacted {count(result.objects_in, 'object')} ({count(rows or 0, 'row')}, "
-        f"{format_size(result.bytes_in)}) into {result.objects_out} "
-        f"({format_size(result.bytes_out)}) in {count(result.runs, 'run')}{dropped}"
+        f"{human_size(result.bytes_in)}) into {result.objects_out} "
+        f"({human_size(result.bytes_out)}) in {count(result.runs, 'run')}{dropped}"
     )
 
 

@@ -43,6 +43,7 @@ from lake_core.scan import object_stats
 from lake_core.snapshot import Snapshot
 from lake_core.stats import encode_value
 from lake_core.txn import Txn, pending
+from lake_core.units import counted
 from lake_core.upsert import check_unique
 from lake_core.writer import WriteOptions, write_objects, write_partitioned
 
@@ -137,7 +138,8 @@ def delete_where(
             deletes,
             author=author,
             meta=meta,
-            message=message or f"deleted rows where {where} (rewrote {len(deletes)} objects)",
+            message=message
+            or f"deleted rows where {where} (rewrote {counted(len(deletes), 'object')})",
         )
 
 

@@ -305,7 +305,7 @@ def read_staged(pool: Pool, staged_id: str) -> Staged:
     try:
         doc = decode_doc(key, pool.store.get(key), STAGED_FORMAT, STAGED_VERSION)
     except ObjectNotFoundError:
-        raise NotFoundError("staged", staged_id, f"in pool {pool.name}") from None
+        raise NotFoundError("staged work", staged_id, f"in pool {pool.name}") from None
     return Staged(
         doc["id"],
         [ObjectMeta.from_json(o) for o in doc["objects"]],

@@ -706,7 +706,8 @@ def commit_upsert(
         adds,
         deletes,
         author=author,
-        message=message or f"upserted {inserted} new, {updated} updated, {deleted} deleted rows",
+        message=message
+        or f"upserted {inserted:,} new, {updated:,} updated, {deleted:,} deleted rows",
         meta=meta,
         incoming_schema=incoming_schema,
         source=source,
@@ -848,8 +849,8 @@ def upsert(
                     author=author,
                     message=message
                     or (
-                        f"upserted {incoming.source}: {plan.inserted} inserted, "
-                        f"{plan.updated} updated, {plan.deleted} deleted"
+                        f"upserted {incoming.source}: {plan.inserted:,} inserted, "
+                        f"{plan.updated:,} updated, {plan.deleted:,} deleted"
                     ),
                     meta=meta,
                     incoming_schema=plan.incoming_schema,

@@ -18,7 +18,7 @@ from lake_core.clock import parse_iso, to_iso
 from lake_core.errors import UsageError
 from lake_core.maintenance import fragmentation, retain, vacate
 from lake_core.pool import Pool
-from lake_core.units import format_size, human_size
+from lake_core.units import human_size
 from lake_orchestration.assets import asset_key
 from lake_orchestration.config import PoolSpec
 from lake_orchestration.engine import cleanup_pool, compact_pool
@@ -121,8 +121,8 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
             "lake/objects_after": after["lake/objects"],
             "lake/bytes_in": result.bytes_in,
             "lake/bytes_out": result.bytes_out,
-            "lake/size_in": dg.MetadataValue.text(format_size(result.bytes_in)),
-            "lake/size_out": dg.MetadataValue.text(format_size(result.bytes_out)),
+            "lake/size_in": dg.MetadataValue.text(human_size(result.bytes_in)),
+            "lake/size_out": dg.MetadataValue.text(human_size(result.bytes_out)),
             # Compaction moves rows and never changes them: the rows it read are those it wrote.
             "lake/rows_compacted": result.commit.rows_removed or 0,
             "dagster/row_count": after["dagster/row_count"],
@@ -133,8 +133,8 @@ def build_compact_job(spec: PoolSpec) -> dg.JobDefinition:
         )
         context.log.info(
             f"{result.commit.id} committed: {result.objects_in} objects "
-            f"({format_size(result.bytes_in)}) into {result.objects_out} "
-            f"({format_size(result.bytes_out)})"
+            f"({human_size(result.bytes_in)}) into {result.objects_out} "
+            f"({human_size(result.bytes_out)})"
         )
         return dg.Output(result.commit.id, metadata=md)
 

@@ -22,7 +22,7 @@ from lake_core.maintenance.policy import key_lt
 from lake_core.objects import ObjectMeta
 from lake_core.pool import Pool
 from lake_core.snapshot import Snapshot
-from lake_core.units import format_size
+from lake_core.units import human_size
 from lake_core.upsert import UpsertResult
 
 
@@ -72,7 +72,7 @@ def live_metadata(
         "dagster/row_count": dg.MetadataValue.int(sum(o.count for o in objects)),
         "lake/objects": dg.MetadataValue.int(len(objects)),
         "lake/bytes": dg.MetadataValue.int(size),
-        "lake/size": dg.MetadataValue.text(format_size(size)),
+        "lake/size": dg.MetadataValue.text(human_size(size)),
         "lake/key_min": dg.MetadataValue.text(lo),
         "lake/key_max": dg.MetadataValue.text(hi),
     }

@@ -10,7 +10,7 @@ from lake_cli.context import LakeContext, parse_time, pass_lake, say
 from lake_cli.options import argument, as_of_option, command, format_option, option, pool_option
 from lake_core.errors import UsageError
 from lake_core.names import split_ref
-from lake_core.units import human_size
+from lake_core.units import counted, human_size
 
 _POOL_REF = "the pool, optionally @BRANCH or @COMMIT-ID (default main)"
 _AS_OF = "the branch as it was at this ISO 8601 time, e.g. 2026-01-05T10:00:00Z"
@@ -188,9 +188,9 @@ def diff(lk: LakeContext, pool: str, ref1: str, ref2: str, fmt: str) -> None:
     )
     say(f"rows:    +{found.rows_added:,} -{found.rows_removed:,}  (net {found.net_rows:+,})")
     for o in sorted(found.added, key=lambda o: o.id):
-        say(f"+ {o.id}  {o.count:,} rows  {human_size(o.size)}")
+        say(f"+ {o.id}  {counted(o.count, 'row')}  {human_size(o.size)}")
     for o in sorted(found.removed, key=lambda o: o.id):
-        say(f"- {o.id}  {o.count:,} rows  {human_size(o.size)}")
+        say(f"- {o.id}  {counted(o.count, 'row')}  {human_size(o.size)}")
 
 
 @command(

@@ -57,13 +57,17 @@ class ApplyResult:
         }
 
 
-def _targets(live: Sequence[ObjectMeta], object_ids: Sequence[str] | None) -> list[ObjectMeta]:
+def _targets(
+    live: Sequence[ObjectMeta], object_ids: Sequence[str] | None, where: str
+) -> list[ObjectMeta]:
+    """The live objects ``object_ids`` names (all when None); ``where`` (``POOL@BRANCH``)
+    names the branch in the error for an id that is not live there."""
     if object_ids is None:
         return list(live)
     by_id = {o.id: o for o in live}
     missing = [i for i in object_ids if i not in by_id]
     if missing:
-        raise NotFoundError("object", missing[0], "live on this branch")
+        raise NotFoundError("object", missing[0], f"not live on {where}")
     return [by_id[i] for i in dict.fromkeys(object_ids)]
 
 
@@ -109,7 +113,7 @@ def apply_rule(
     # commit within the write window or not at all, so cleanup's minimum orphan age covers it.
     guard = write_window_guard(pool.clock, pool.clock.now())
     snap = pool.snapshot(pool.tip(branch))
-    targets = _targets(list(snap.objects.values()), object_ids)
+    targets = _targets(list(snap.objects.values()), object_ids, f"{pool.name}@{branch}")
     todo = []
     for obj in targets:
         held = snap.indexes.get((obj.id, rule.name))
@@ -164,7 +168,7 @@ def remove_rule(
     ``object_ids``, in one commit. The index files leave with cleanup."""
     snap = pool.snapshot(pool.tip(branch))
     if object_ids is not None:
-        _targets(list(snap.objects.values()), object_ids)
+        _targets(list(snap.objects.values()), object_ids, f"{pool.name}@{branch}")
     wanted = None if object_ids is None else set(object_ids)
     slots = [
         (oid, r)

@@ -43,6 +43,7 @@ from lake_core.merge import DEFAULT_WINDOW_BYTES, KeepLast, batch_rows, merge_so
 from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.otree.settings import refuse_key_sorted
+from lake_core.units import counted
 from lake_core.writer import WriteOptions, write_sorted
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ def commit_compaction(
     text = f"compacted {len(deletes)} objects into {len(adds)}"
     if removed:
         stats["duplicates_removed"] = removed
-        text += f", removed {removed} duplicate rows"
+        text += f", removed {counted(removed, 'duplicate row')}"
     with discarding_on_failure(pool, adds):
         commit = pool.commit(
             branch,

@@ -45,6 +45,7 @@ from lake_core.names import MAIN
 from lake_core.objects import ObjectMeta
 from lake_core.reader import open_object
 from lake_core.snapshot import Snapshot
+from lake_core.units import counted
 from lake_core.writer import WriteOptions, write_objects
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ def retain(
             deletes,
             author=author,
             guard=guard,
-            message=f"retained rows at or after {to_iso(cut)}: removed {rows_removed} rows",
+            message=f"retained rows at or after {to_iso(cut)}: removed {counted(rows_removed, 'row')}",
             meta={"retain": {"cut": to_iso(cut), "column": column.name, "by": column.by}},
             extra={"kind": "retain"},
         )

@@ -137,6 +137,13 @@ def test_commit_and_drop_partition_say_what_they_did(
     assert (code, err) == (0, "")
     assert out.splitlines()[0] == "loaded 5 rows in 2 objects"
     committed(out)
+    code, out, err = run(capsys, *L, "commit", "-p", "p", "garbage")
+    assert (code, out) == (1, "")
+    assert err == "error: garbage: staged work not found (in pool p)\n"
+    one = json.loads(run(capsys, *L, "log", "-p", "p", "-f", "json")[1].splitlines()[0])["id"]
+    code, out, _ = run(capsys, *L, "load", "-p", "p", ndjson(tmp_path / "c.ndjson", range(9, 10)))
+    code, out, _ = run(capsys, *L, "diff", "-p", "p", one, "main")
+    assert out.splitlines()[-1].startswith("+ ") and "  1 row  " in out.splitlines()[-1], out
     f = tmp_path / "d.ndjson"
     f.write_text(
         "".join(

@@ -347,12 +347,12 @@ def test_refused(L: list[str], capsys: pytest.CaptureFixture[str], store: Object
         (
             ["index", "apply", "-p", "logs", "by_user", plain[0]],
             1,
-            f"error: {plain[0]}: object not found",
+            f"error: {plain[0]}: object not found (not live on logs@main)",
         ),
         (
             ["index", "apply", "-p", "logs", "by_user", logs[0], "2zzz"],
             1,
-            "error: 2zzz: object not found",
+            "error: 2zzz: object not found (not live on logs@main)",
         ),
         (
             ["index", "apply", "-p", "plain", "by_user"],

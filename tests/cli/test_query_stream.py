@@ -326,3 +326,41 @@ def test_many_dates_and_long_batches_format_like_the_cast() -> None:
         {"d": None if d is None else d.isoformat(), "t": t}
         for d, t in zip(days, texts, strict=True)
     ]
+
+
+def test_table_widths_come_from_the_first_page_of_records_not_the_first_batch() -> None:
+    """A scan yields a batch per object: a short first object must not set the widths."""
+    schema = pa.schema([("id", pa.int64()), ("v", pa.string())])
+    batches = [
+        pa.record_batch([pa.array([7]), pa.array(["again"])], schema=schema),
+        pa.record_batch(
+            [pa.array([None, 1]), pa.array(["n1", "a much longer value"])], schema=schema
+        ),
+    ]
+    out = io.StringIO()
+    write_records(pa.RecordBatchReader.from_batches(schema, iter(batches)), "table", out=out)
+    assert out.getvalue().splitlines() == [
+        "id    v",
+        "7     again",
+        "null  n1",
+        "1     a much longer value",
+    ]
+
+
+def test_table_cells_show_newlines_and_tabs_escaped_so_rows_stay_one_line() -> None:
+    table = pa.table({"id": [1, 2], "s": ["two\nlines\tand tab\r", "C:\\path"]})
+    out = io.StringIO()
+    write_records(table, "table", out=out)
+    assert out.getvalue().splitlines() == [
+        "id  s",
+        "1   two\\nlines\\tand tab\\r",
+        "2   C:\\path",
+    ]
+    listed = io.StringIO()
+    write_records(table.to_pylist(), "table", out=listed)
+    assert listed.getvalue() == out.getvalue()
+    exact = io.StringIO()
+    write_records(table, "json", out=exact)
+    assert [json.loads(line)["s"] for line in exact.getvalue().splitlines()] == table[
+        "s"
+    ].to_pylist()

@@ -445,7 +445,7 @@ def test_fragmentation_sensor_requests_compaction(env: Env, instance: dg.Dagster
     md = observations[0].event_specific_data.asset_observation.metadata  # type: ignore[union-attr]
     assert md["lake/objects_before"].value == 3 and md["lake/objects_after"].value == 1
     assert md["lake/rows_compacted"].value == 30 and md["dagster/row_count"].value == 30
-    assert md["lake/size_in"].value.endswith(("B", "KB"))  # text for people; raw bytes stay
+    assert md["lake/size_in"].value.endswith(("B", "KiB"))  # text for people; raw bytes stay
     assert sorted(r["ts"] for r in env.rows("events")) == list(range(30))
     requests, _ = tick(env, "events_fragmentation", cursor, instance)
     assert requests == []  # compacted: under threshold
