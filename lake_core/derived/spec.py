@@ -216,6 +216,24 @@ def bucket_of(node: dict[str, Any]) -> tuple[str, str] | None:
     return unit.lower(), column
 
 
+def _check_bucket_call(node: dict[str, Any], name: str) -> None:
+    """A ``date_trunc`` call that :func:`bucket_of` does not take: say what is wrong with it
+    (an unknown unit, or arguments that are not a quoted unit and a column) rather than
+    refusing it as just another expression."""
+    if node.get("class") != "FUNCTION" or str(node.get("function_name")).lower() != "date_trunc":
+        return
+    args = _arguments(node)
+    unit = _literal_text(args[0]) if len(args) == 2 else None
+    if unit is not None and _column(args[1]) is not None:
+        raise _refuse(
+            f"buckets {name!r} by unknown time unit {unit!r}: date_trunc takes " + ", ".join(UNITS)
+        )
+    raise _refuse(
+        f"buckets {name!r} by date_trunc('unit', column), a unit in quotes and a column "
+        "(units: " + ", ".join(UNITS) + ")"
+    )
+
+
 def aggregate_of(node: dict[str, Any]) -> tuple[str, str | None] | None:
     """``(function, column)`` of a plain aggregate call, else None."""
     if node.get("class") != "FUNCTION":
@@ -269,6 +287,7 @@ def parse_definition(sql: str) -> DerivedSpec:
         if column is not None:
             groups.append((name, column))
             continue
+        _check_bucket_call(item, name)
         agg = aggregate_of(item)
         if agg is None:
             raise _refuse(

@@ -116,6 +116,11 @@ def test_derive_create_query_refresh_drop(
             "cannot filter",
         ),
         (["--from", "flights", "--as", DEFINITION.replace("FROM flights", "FROM other")], "reads"),
+        (
+            ["--from", "flights", "--as", DEFINITION.replace("'hour'", "'fortnight'")],
+            "unknown time unit 'fortnight': date_trunc takes second, minute, hour, day, week, "
+            "month, quarter, year",
+        ),
     ],
 )
 def test_derive_create_refuses(

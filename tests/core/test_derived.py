@@ -262,6 +262,14 @@ def test_definition_rules() -> None:
         ),
         "SELECT date_trunc('hour', ts) AS h, count(*) AS h FROM events GROUP BY ALL": "twice",
         "SELECT date_trunc('hour', ts) AS h FROM events GROUP BY ALL": "at least one aggregate",
+        # A date_trunc it cannot keep says why, not "can select only …".
+        "SELECT date_trunc('fortnight', ts) AS h, count(*) AS n FROM events GROUP BY ALL": (
+            "buckets 'h' by unknown time unit 'fortnight': date_trunc takes second, minute, "
+            "hour, day, week, month, quarter, year"
+        ),
+        "SELECT date_trunc(ts, 'hour') AS h, count(*) AS n FROM events GROUP BY ALL": (
+            r"a unit in quotes and a column \(units: second, minute"
+        ),
         "SELEC 1": "cannot parse",
     }
     for sql, message in refused.items():
