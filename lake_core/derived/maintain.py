@@ -88,14 +88,30 @@ def spec_of(pool: Pool) -> DerivedSpec:
 
 
 def source_of(lake: Lake, pool: Pool) -> Pool:
-    """The source pool of a derived pool (NotFoundError when it was dropped)."""
+    """The source pool of a derived pool. NotFoundError when it was dropped, naming it (as
+    the definition reads it) and saying how to recover; a pool created since under the same
+    name is another pool (another id), which the derived pool does not follow."""
     link = pool.config.derived
     if link is None:
         raise UsageError(f"pool {pool.name} is not a derived pool")
-    for config in lake.pools():
+    pools = lake.pools()
+    for config in pools:
         if config.id == link.source_id:
             return lake.pool(str(config.name))
-    raise NotFoundError("source pool of derived pool", f"{pool.name} (id {link.source_id})")
+    name = parse_definition(link.sql).source
+    drop = f"lake derive drop {pool.name}"
+    namesake = next((c for c in pools if str(c.name) == name), None)
+    if namesake is None:
+        detail = (
+            f"dropped: {drop}, then create it again; or restore {name} with lake catalog rollback"
+        )
+    else:
+        detail = (
+            f"dropped; the pool now named {name} is another pool, id {namesake.id} ({pool.name} "
+            f"follows id {link.source_id}): {drop}, then lake derive create {pool.name} "
+            f"--from {name} --as … to derive from the new one"
+        )
+    raise NotFoundError(f"source pool of derived pool {pool.name}", name, detail)
 
 
 def create_derived(lake: Lake, name: str, source: str, sql: str) -> tuple[Pool, RefreshResult]:

@@ -134,6 +134,32 @@ def test_derive_create_refuses(
     assert ok(capsys, *L, "ls", "-f", "json") == before  # nothing created
 
 
+def test_derive_refresh_after_the_source_is_dropped(
+    L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    ok(capsys, *L, "drop", "flights", "--force")
+    before = ok(capsys, *L, "log", "-p", "hourly", "-f", "json")
+    code, out, err = run(capsys, *L, "derive", "refresh", "hourly")
+    # The missing source is named, with the way out; nothing is committed.
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("error: flights: source pool of derived pool hourly not found (dropped")
+    assert "lake derive drop hourly, then create it again" in err
+    assert "lake catalog rollback" in err
+    # A new pool of the same name is another pool: the derived pool does not follow it.
+    ok(capsys, *L, "create", "flights", "--orderby", "ts:asc")
+    ok(capsys, *L, "load", "-p", "flights", ndjson(tmp_path / "c.json", _rows(0, 10)))
+    code, out, err = run(capsys, *L, "derive", "refresh", "hourly")
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert "the pool now named flights is another pool, id " in err
+    assert "lake derive drop hourly, then lake derive create hourly --from flights" in err
+    assert ok(capsys, *L, "log", "-p", "hourly", "-f", "json") == before
+    # The way out works.
+    ok(capsys, *L, "derive", "drop", "hourly")
+    out = ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    assert out.startswith("derived pool hourly created from flights: ")
+
+
 def test_derive_on_plain_pools_and_flags(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     for command in (["refresh", "flights"], ["drop", "flights"]):
         code, _, err = run(capsys, *L, "derive", *command)
