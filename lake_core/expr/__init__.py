@@ -3,7 +3,8 @@
 ``parse_predicate`` turns text into an immutable AST (:mod:`lake_core.expr.ast`);
 ``to_arrow_expression`` turns the AST into a pyarrow filter (:mod:`lake_core.expr.arrow`);
 ``may_match`` and ``key_range`` reason about it against column statistics
-(:mod:`lake_core.expr.prune`).
+(:mod:`lake_core.expr.prune`); ``to_sql`` renders it as DuckDB SQL with the same meaning
+(:mod:`lake_core.expr.sqltext`).
 """
 
 from lake_core.expr.arrow import to_arrow_expression
@@ -26,6 +27,7 @@ from lake_core.expr.ast import (
 )
 from lake_core.expr.parser import parse_predicate
 from lake_core.expr.prune import ColumnStats, key_range, may_match
+from lake_core.expr.sqltext import to_sql
 
 __all__ = [
     "And",
@@ -48,4 +50,5 @@ __all__ = [
     "may_match",
     "parse_predicate",
     "to_arrow_expression",
+    "to_sql",
 ]
