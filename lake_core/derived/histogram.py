@@ -64,10 +64,15 @@ def histogram(
     derived: bool = True,
 ) -> Histogram:
     """Counts of ``pool``'s rows per ``every`` bucket of ``time_column`` (default: the pool
-    key's first field) and per ``by`` value. ``where``: a SQL condition on the rows. Raises
-    UsageError for an unknown column or a time column that is not a timestamp or date."""
+    key's first field) and per ``by`` value. ``where``: a ``--where`` predicate on the rows
+    (:mod:`lake_core.expr`, as ``lake query -p POOL --where``). Raises UsageError for an
+    unknown column, a time column that is not a timestamp or date, and ExpressionError (a
+    UsageError) for a ``where`` that does not parse or does not fit the columns; SqlError
+    when the query fails as it runs."""
+    import duckdb
+
     from lake_core.names import split_ref
-    from lake_core.sql import run_sql
+    from lake_core.sql import engine_error, run_sql
 
     unit = parse_every(every)
     name, ref = split_ref(pool)
@@ -83,14 +88,30 @@ def histogram(
     if not (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
         raise UsageError(f"{column} is {kind}, not a timestamp or date: name one with --time")
     group = f", {quote(by)}" if by else ""
-    filter_ = f" WHERE {where}" if where else ""
+    filter_ = f" WHERE {_condition(where, schema)}" if where else ""
     sql = (
         f"SELECT date_trunc('{unit}', {quote(column)}) AS bucket{group}, count(*) AS n "
         f'FROM "{pool}"{filter_} GROUP BY ALL ORDER BY ALL'
     )
     run = run_sql(sql, lake.pool, lake, as_of=as_of, derived=derived)
-    table = run.relation.to_arrow_table()
+    try:
+        table = run.relation.to_arrow_table()
+    except duckdb.Error as e:
+        raise engine_error(e) from None
     return Histogram(table, unit, by, run.answered_from, sql)
+
+
+def _condition(where: str, schema: pa.Schema) -> str:
+    """``where`` parsed and checked as ``lake query -p POOL --where`` does (the same
+    messages, with positions in the user's text), rendered back as SQL: the user's text is
+    never pasted into the query."""
+    from lake_core.expr import columns_of, parse_predicate, to_sql
+
+    expr = parse_predicate(where)
+    unknown = sorted(columns_of(expr) - set(schema.names))
+    if unknown:
+        raise UsageError(f"unknown column {unknown[0]!r} in --where")
+    return to_sql(expr, schema)
 
 
 __all__ = ["EVERY", "Histogram", "histogram", "parse_every"]

@@ -186,3 +186,91 @@ def test_histogram(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     ):
         code, _, err = run(capsys, *L, "histogram", "-p", "flights", *bad)
         assert code == 2 and message in err, err
+
+
+def test_histogram_where(L: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``--where`` is the lake's predicate language: the counts are ``lake count``'s, from
+    the rows or from a derived pool."""
+    args = ["histogram", "-p", "flights", "--by", "carrier", "--every", "1d", "-f", "json"]
+    wheres = [
+        "carrier = 'a'",
+        "ts >= '2026-01-02' AND carrier <> 'c'",
+        "carrier IN ('a', 'b') OR delay IS NULL",
+        "delay BETWEEN 0 AND 30 AND NOT carrier LIKE 'b%'",
+    ]
+    raw = {w: records(ok(capsys, *L, *args, "--where", w)) for w in wheres}
+    for where, rows in raw.items():
+        count = int(ok(capsys, *L, "count", "-p", "flights", "--where", where))
+        assert sum(r["n"] for r in rows) == count > 0, where
+    ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    for where, rows in raw.items():
+        code, out, err = run(capsys, *L, *args, "--where", where, "--stats")
+        assert code == 0 and records(out) == rows, where
+        # Conditions on its group columns and bucket bounds the derived pool answers.
+        source = ["flights"] if "delay" in where else ["hourly"]
+        assert json.loads(err.splitlines()[-1]) == {"answered_from": source}, where
+
+
+@pytest.mark.parametrize("derived", [False, True])
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("carrier = 1", "column 'carrier' (string) cannot be compared with integer literal 1"),
+        ("error('x')", "expected an operator after column error at position 6, found '('"),
+        ("bad =", "expected a value after '=' at position 6, found end of input"),
+        ("nosuch = 1", "unknown column 'nosuch' in --where"),
+        # Injections are refused, not run: the text must be one predicate.
+        ("carrier = 'a') OR (1=1", "at position 14, found ')' (it closes no '(')"),
+        ("carrier = 'a' -- c", "at position 15, found '-'"),
+        ("carrier = 'a'; SELECT 1", "unexpected character ';' at position 14"),
+    ],
+)
+def test_histogram_refuses_a_bad_where(
+    L: list[str], capsys: pytest.CaptureFixture[str], where: str, message: str, derived: bool
+) -> None:
+    if derived:
+        ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    before = ok(capsys, *L, "ls", "-f", "json")
+    code, out, err = run(
+        capsys, *L, "histogram", "-p", "flights", "--every", "1d", "--where", where
+    )
+    # A usage error (2), one line, positions in the user's text, no internal SQL.
+    assert code == 2 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and message in err, err
+    assert "GROUP" not in err and "date_trunc" not in err
+    # The very message of lake query -p POOL --where.
+    assert run(capsys, *L, "query", "-p", "flights", "--where", where) == (2, "", err)
+    assert ok(capsys, *L, "ls", "-f", "json") == before
+
+
+@pytest.mark.parametrize("derived", [False, True])
+@pytest.mark.parametrize(
+    ("condition", "message"),
+    [
+        ('CAST("carrier" AS INTEGER) = 1', "error: Conversion Error: Could not convert string "),
+        ("error('boom')", "error: Invalid Input Error: boom"),
+    ],
+)
+def test_histogram_query_failing_as_it_runs(
+    L: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    condition: str,
+    message: str,
+    derived: bool,
+) -> None:
+    """An error DuckDB raises while the histogram's query runs is one ``error:`` line (exit
+    1), as ``lake query`` gives it. No ``--where`` reaches DuckDB unchecked any more, so the
+    checked condition is replaced by SQL that fails on the rows."""
+    import lake_core.derived.histogram as histogram
+
+    if derived:
+        ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    monkeypatch.setattr(histogram, "_condition", lambda where, schema: condition)
+    args = ["histogram", "-p", "flights", "--every", "1d", "--where", "carrier = 'a'", "--stats"]
+    code, out, err = run(capsys, *L, *args)
+    assert code == 1 and out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith(message) and "Traceback" not in err and "SELECT" not in err, err
+    # The same SQL error through lake query reads the same.
+    sql = f"SELECT count(*) FROM flights WHERE {condition}"
+    assert run(capsys, *L, "query", sql, "--no-derived")[2] == err
