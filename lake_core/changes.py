@@ -487,14 +487,20 @@ def _show(k: tuple[Any, ...]) -> str:
 def _changed_by(
     pool: Pool, tip: str | None, base: str | None, lo: tuple[Any, ...], hi: tuple[Any, ...]
 ) -> str | None:
-    """The newest commit since ``base`` on the line to ``tip`` that removed rows from an
-    object whose key range meets [lo, hi] (maintenance that only moved rows skipped)."""
+    """The newest commit since ``base`` on the line to ``tip`` that added rows to, or removed
+    rows from, an object whose key range meets [lo, hi] (maintenance that only moved rows
+    skipped): the last change to those keys on that side — a load that added another copy as
+    well as a delete or an upsert that removed one."""
     fields = pool.config.key.fields
     want = _bounds_span(lo, hi)
     for c in _line(pool, tip):
         if c.id == base:
             return None
-        if c.layout_only or not c.deletes():
+        if c.layout_only:
+            continue
+        if any(spans_meet(span(obj, fields), want) for obj in c.adds()):
+            return c.id
+        if not c.deletes():
             continue
         before = pool.snapshot(c.parent)
         for oid in c.deletes():

@@ -150,6 +150,21 @@ def test_true_conflict_names_key_range_and_commits_and_sides_resolve(lake: Lake)
     assert sorted(pool.read().column("id").to_pylist()) == [1, 5, 9, 20]
 
 
+def test_conflict_names_the_load_that_added_the_contested_copy(lake: Lake) -> None:
+    """dev deletes id 2 (rewriting the object: id 1 removed and written again, unchanged),
+    then loads 1..3 again: its change to id 1 is that load's extra copy, while main deleted
+    id 1. The conflict names dev's load, not the rewrite that left id 1 as it was."""
+    pool = lake.create_pool("p", "id:asc")
+    load(pool, [pa.table({"id": [1, 2, 3]})])
+    pool.create_branch("dev")
+    delete_where(pool, "id = 2", "dev")
+    again = load(pool, [pa.table({"id": [1, 2, 3]})], "dev")
+    gone = delete_where(pool, "id = 1", "main")
+    with pytest.raises(CommitConflictError) as e:
+        merge(pool, "dev", "main")
+    assert f"(dev: commit {again.id}; main: commit {gone.id})" in str(e.value)
+
+
 def test_revert_of_merge(lake: Lake) -> None:
     pool = loaded_pool(lake)
     pool.create_branch("dev")
