@@ -21,13 +21,14 @@ import pyarrow.compute as pc
 
 from lake_core.clock import to_iso
 from lake_core.commit import Commit
-from lake_core.committing import discarding_on_failure
+from lake_core.committing import discarding_on_failure, replannable
 from lake_core.errors import (
     CommitConflictError,
     EmptyTransactionError,
     HistoryVacatedError,
     NoRowsMatchedError,
     NotFoundError,
+    RetriesExhaustedError,
     UsageError,
 )
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
@@ -90,14 +91,61 @@ def delete_where(
 ) -> Commit:
     """Delete the rows matching ``where`` by rewriting only the objects that hold them; rows
     where the predicate is false or null are kept. No matching row: NoRowsMatchedError (an
-    EmptyTransactionError), nothing committed."""
-    snap = pool.snapshot(pool.tip(branch))
-    schema = snap.schema or pa.schema([])
+    EmptyTransactionError), nothing committed.
+
+    The delete is planned from rows, so a commit that lands first and removes an object it
+    rewrites (a compaction, another delete) does not fail it: what it wrote is removed and it
+    plans again from the new tip (bounded by the pool's retry budget, with backoff), so the
+    rows deleted are those matching at the commit it makes. RetriesExhaustedError when racing
+    commits win every attempt."""
     expr = parse_predicate(where)
-    predicate = to_arrow_expression(expr, schema)
+    retry = pool.lake_config.retry
+    for attempt in range(retry.max_attempts):
+        snap = pool.snapshot(pool.tip(branch))
+        schema = snap.schema or pa.schema([])
+        predicate = to_arrow_expression(expr, schema)
+        deletes, survivors = _plan_delete(pool, snap, expr, predicate, schema)
+        if not deletes:
+            raise NoRowsMatchedError(f"no rows match {where}")
+        options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
+        adds: list[ObjectMeta] = []
+        try:
+            with discarding_on_failure(pool, adds):
+                for t, partition in survivors:
+                    write_objects(
+                        pool.store,
+                        pool.id,
+                        t,
+                        pool.config.key.resolve(schema),
+                        options,
+                        presorted=True,
+                        clock=pool.clock,
+                        partition=partition,
+                        on_object=adds.append,  # each object as it lands: a failure removes all
+                    )
+                return pool.commit(
+                    branch,
+                    adds,
+                    deletes,
+                    author=author,
+                    meta=meta,
+                    message=message
+                    or f"deleted rows where {where} (rewrote {counted(len(deletes), 'object')})",
+                )
+        except CommitConflictError as e:
+            if not replannable(e):
+                raise
+            pool.backoff(attempt)  # what it wrote is removed: plan again from the new tip
+    raise RetriesExhaustedError(f"delete from {pool.name}@{branch}", retry.max_attempts)
+
+
+def _plan_delete(
+    pool: Pool, snap: Snapshot, expr: Any, predicate: Any, schema: pa.Schema
+) -> tuple[list[str], list[tuple[pa.Table, str | None]]]:
+    """The objects of ``snap`` holding a row that matches, and what each keeps (its stored
+    rows, with its partition: objects never straddle partitions, and a partition drop finds
+    its objects by that field)."""
     deletes: list[str] = []
-    # A survivor keeps its object's partition: objects never straddle partitions, and a
-    # partition drop finds its objects by that field.
     survivors: list[tuple[pa.Table, str | None]] = []
     for obj in snap.objects.values():
         if not may_match(expr, object_stats(obj, schema), schema):
@@ -115,32 +163,7 @@ def delete_where(
         keep = stored.filter(pc.invert(pc.is_in(rows, value_set=hit.combine_chunks())))
         if keep.num_rows:
             survivors.append((_drop_all_null_columns(keep, obj), obj.partition))
-    if not deletes:
-        raise NoRowsMatchedError(f"no rows match {where}")
-    options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
-    adds: list[ObjectMeta] = []
-    with discarding_on_failure(pool, adds):
-        for t, partition in survivors:
-            write_objects(
-                pool.store,
-                pool.id,
-                t,
-                pool.config.key.resolve(schema),
-                options,
-                presorted=True,
-                clock=pool.clock,
-                partition=partition,
-                on_object=adds.append,  # each object as it lands: a failure removes them all
-            )
-        return pool.commit(
-            branch,
-            adds,
-            deletes,
-            author=author,
-            meta=meta,
-            message=message
-            or f"deleted rows where {where} (rewrote {counted(len(deletes), 'object')})",
-        )
+    return deletes, survivors
 
 
 def _drop_all_null_columns(table: pa.Table, obj: ObjectMeta) -> pa.Table:

@@ -45,6 +45,7 @@ import pyarrow as pa
 from lake_core.commit import SNAPSHOT_INTERVAL, Add, AddIndex, Commit, Delete, DeleteIndex
 from lake_core.errors import (
     BranchNotFoundError,
+    CatalogConflictError,
     CommitConflictError,
     CommitStateUnknownError,
     CorruptObjectError,
@@ -54,6 +55,7 @@ from lake_core.errors import (
     ObjectNotFoundError,
     ObjectStoreError,
     RetriesExhaustedError,
+    WriteWindowExpiredError,
 )
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
@@ -458,6 +460,14 @@ def discard_objects(pool: Pool, objects: Sequence[ObjectMeta]) -> None:
         pass  # orphans; cleanup will find them
 
 
+def replannable(e: CommitConflictError) -> bool:
+    """Whether planning again from the new tip can resolve the conflict ``e`` (an object the
+    change read or rewrites is gone, keys it writes were written meanwhile): not a spent retry
+    budget, a lapsed write window or a catalog race. Changes planned from rows — an upsert,
+    a delete by predicate — re-plan on it; changes that name objects cannot."""
+    return not isinstance(e, (RetriesExhaustedError, WriteWindowExpiredError, CatalogConflictError))
+
+
 @contextmanager
 def discarding_on_failure(pool: Pool, objects: Sequence[ObjectMeta]) -> Iterator[None]:
     """Remove ``objects`` (data objects the block wrote for a commit) if the block fails in a
@@ -481,6 +491,7 @@ def discarding_on_failure(pool: Pool, objects: Sequence[ObjectMeta]) -> Iterator
 
 __all__ = [
     "CommitRequest",
+    "replannable",
     "check_unread",
     "commit",
     "discard_objects",

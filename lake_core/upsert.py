@@ -47,16 +47,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lake_core.commit import Commit
-from lake_core.committing import discarding_on_failure
+from lake_core.committing import discarding_on_failure, replannable
 from lake_core.errors import (
-    CatalogConflictError,
     CommitConflictError,
     CorruptDataObjectError,
     DuplicateKeyError,
     EmptyTransactionError,
     RetriesExhaustedError,
     UsageError,
-    WriteWindowExpiredError,
 )
 from lake_core.ids import new_id
 from lake_core.inflight import write_window_guard
@@ -789,12 +787,6 @@ def _duplicate(pool: Pool, what: str, values: list[Any]) -> DuplicateKeyError:
     )
 
 
-def _replans(e: CommitConflictError) -> bool:
-    """A conflict a fresh plan can resolve (not a spent budget, a lapsed write window or a
-    catalog race)."""
-    return not isinstance(e, (RetriesExhaustedError, WriteWindowExpiredError, CatalogConflictError))
-
-
 def upsert(
     pool: Pool,
     sources: Sequence[Source],
@@ -860,7 +852,7 @@ def upsert(
                     durable_first=batch,
                 )
         except CommitConflictError as e:
-            if not _replans(e):
+            if not replannable(e):
                 raise
             pool.backoff(attempt)  # what it wrote is removed: re-plan from the new tip
             continue

@@ -84,11 +84,19 @@ def race_deleter(
 ) -> None:
     """Delete one row (``j = 1``) of each load in turn, by predicate on the pool key, until
     ``stop``; report the rows of acknowledged deletes. A delete only matches rows already
-    committed, so an acknowledged delete removed a row of a load that had landed."""
+    committed, so an acknowledged delete removed a row of a load that had landed. A delete by
+    predicate re-plans when a compaction removed an object it rewrites: a commit conflict
+    reaching here is a failure of that (reported as ``conflict: …``)."""
     import time
 
     from lake_core.changes import delete_where
-    from lake_core.errors import CommitStateUnknownError, LakeError, NoRowsMatchedError
+    from lake_core.errors import (
+        CommitConflictError,
+        CommitStateUnknownError,
+        LakeError,
+        NoRowsMatchedError,
+        RetriesExhaustedError,
+    )
 
     p = Lake.open(LakeConfig(uri=uri, user="deleter")).pool(pool)
     acked: list[tuple[int, int, int]] = []
@@ -107,7 +115,12 @@ def race_deleter(
                 continue
         except CommitStateUnknownError:
             unknown.append(row)
-        except LakeError as e:  # a conflict with compaction, or objects cleaned from under it
+        except CommitConflictError as e:
+            kind = "retries" if isinstance(e, RetriesExhaustedError) else "conflict"
+            failed.append(f"{kind}: {e}")
+            time.sleep(0.05)
+            continue
+        except LakeError as e:  # objects cleaned from under it
             failed.append(f"{type(e).__name__}: {e}")
             time.sleep(0.05)
             continue
@@ -118,7 +131,8 @@ def race_deleter(
                     progress.value += 1
             time.sleep(0.1)  # leave the (shared, single-threaded) S3 test server to the loaders
         target, misses = target + 1, 0
-    out.put(("deleter", acked, unknown, failed[:3] + [f"{len(failed)} failures"]))
+    conflicts = [f for f in failed if f.startswith("conflict: ")]
+    out.put(("deleter", acked, unknown, conflicts[:3] + failed[:3] + [f"{len(failed)} failures"]))
 
 
 def race_cleaner(

@@ -94,3 +94,40 @@ def test_merge_of_the_same_delete_on_both_sides_is_not_a_conflict(lake: Lake) ->
         merge(pool, "dev", "main")
     assert pool.tip() == tip
     assert pool.read().column("ts").to_pylist() == [2]
+
+
+def test_delete_where_plans_again_when_a_compaction_lands_first(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compaction that commits between the delete's plan and its commit removes the
+    objects the delete rewrites: the delete removes what it wrote, plans again from the new
+    tip and commits, deleting exactly the matching rows; nothing it wrote first is left."""
+    import lake_core.changes as changes
+    from lake_core.maintenance import compact
+
+    pool = lake.create_pool("p", "id:asc")
+    for w in range(4):
+        load(pool, [pa.table({"id": list(range(w, 40, 4)), "w": [w] * 10})])
+    plans = []
+    real = changes._plan_delete
+
+    def plan_then_compact(*args, **kwargs):  # type: ignore[no-untyped-def]
+        planned = real(*args, **kwargs)
+        plans.append(planned[0])
+        if len(plans) == 1:  # another process's compaction lands before the delete commits
+            assert compact(lake.pool("p")) is not None
+        return planned
+
+    monkeypatch.setattr(changes, "_plan_delete", plan_then_compact)
+    before = {o.key for o in pool.store.list(f"pools/{pool.id}/data/")}
+    c = delete_where(pool, "w = 2")
+    assert len(plans) == 2 and set(plans[0]).isdisjoint(plans[1])
+    rows = sorted(pool.read().to_pylist(), key=lambda r: r["id"])
+    assert rows == [{"id": i, "w": i % 4} for i in range(40) if i % 4 != 2]
+    assert c.deletes() == plans[1]
+    # What the first attempt wrote was removed; what is stored is the compaction's output,
+    # what the delete wrote, and the objects of history.
+    after = {o.key for o in pool.store.list(f"pools/{pool.id}/data/")}
+    live = {pool.layout.data(o) for o in pool.snapshot(pool.tip()).objects}
+    compacted = {pool.layout.data(o.id) for o in pool.snapshot(c.parent).objects.values()}
+    assert after == before | live | compacted
