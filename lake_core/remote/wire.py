@@ -26,6 +26,7 @@ from lake_core.errors import (
     LakeError,
     LockError,
     NotFoundError,
+    ObjectStoreError,
     UsageError,
 )
 
@@ -83,14 +84,16 @@ class RemoteUsageError(UsageError):
 
 def status_of(error: LakeError) -> int:
     """The HTTP status of a lake error: 404 not found, 409 conflicts, 400 usage, 503 a lock
-    not available, 500 an unknown commit outcome (the client must look), else 422."""
+    not available or the lake's store failing (an outage behind the service, not the
+    request's fault: a client may retry), 500 an unknown commit outcome (the client must
+    look), else 422."""
     if isinstance(error, NotFoundError):
         return 404
     if isinstance(error, AlreadyExistsError | CommitConflictError | EmptyTransactionError):
         return 409
     if isinstance(error, UsageError):
         return 400
-    if isinstance(error, LockError):
+    if isinstance(error, LockError | ObjectStoreError):
         return 503
     if isinstance(error, CommitStateUnknownError):
         return 500

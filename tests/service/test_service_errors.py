@@ -368,3 +368,30 @@ def test_a_password_in_the_service_url_never_shows_in_errors() -> None:
         client.close()
     assert client.shown_url == "http://alice:***@127.0.0.1:9"
     assert "Pa55-secret" not in str(err.value)
+
+
+def test_a_store_outage_behind_the_service_is_503_and_it_recovers(
+    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """S3 refusing every request behind the service is the store's outage, not the client's
+    mistake: 503 with ``ObjectStoreError`` (retryable), not 422; the CLI through the service
+    says it in one line, exit 1; once S3 answers again the same request succeeds."""
+    uri = f"s3://{s3_bucket}/lake"
+    seed_lake(uri)
+    with proxied(s3_endpoint, monkeypatch, seed=11, tries=2) as proxy:
+        server = start_server(uri, tmp_path)
+        try:
+            proxy.add(Rule("error", times=None, status=503))
+            with server.client("read") as c:
+                raw = c.get("/v1/pools/logs/log")
+            assert raw.status_code == 503, raw.text
+            assert raw.json()["type"] == "ObjectStoreError"
+            res = lake_cli(*remote(server), "log", "-p", "logs")
+            assert res.returncode == 1 and error_line(res).startswith("error: "), res.stderr
+            assert "Traceback" not in res.stderr
+            proxy.clear()
+            with server.client("read") as c:
+                assert c.get("/v1/pools/logs/log").status_code == 200
+            assert [r["ts"] for r in served_rows(server)] == [1, 2, 3]
+        finally:
+            stop_server(server)
