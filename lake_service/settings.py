@@ -39,6 +39,8 @@ class ServiceSettings:
         """Refuse settings that would serve the lake open or half-configured."""
         if (self.tls_cert is None) != (self.tls_key is None):
             raise UsageError("--tls-cert and --tls-key go together")
+        if self.tls_cert is not None and self.tls_key is not None:
+            check_tls(self.tls_cert, self.tls_key)
         if self.max_body < 1:
             raise UsageError("--max-body must be at least 1 byte")
         if not 1 <= self.workers <= 64:
@@ -48,6 +50,27 @@ class ServiceSettings:
                 f"refusing to serve the lake on {self.host} without --tokens: anyone who can "
                 "reach it could read and change it (pass --insecure to do so anyway)"
             )
+
+
+def check_tls(cert: Path, key: Path) -> None:
+    """Refuse, before the server says it is serving, a certificate and key it could not use:
+    a file missing, a certificate that is not PEM, a key that is not the certificate's."""
+    import ssl
+
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not path.is_file():
+            raise UsageError(f"{flag} {path}: no such file")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_verify_locations(cafile=str(cert))
+    except ssl.SSLError as e:
+        raise UsageError(f"--tls-cert {cert} is not a PEM certificate ({e.reason})") from None
+    try:
+        context.load_cert_chain(str(cert), str(key))
+    except ssl.SSLError as e:
+        raise UsageError(
+            f"--tls-key {key} is not the private key of --tls-cert {cert} ({e.reason})"
+        ) from None
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -200,6 +200,16 @@ def test_tls(served_lake: Lake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     )
     try:
         assert server.url.startswith("https://127.0.0.1:")
+        # Files it cannot use are refused before it says it is serving (nothing on stdout).
+        for args, message in (
+            (["--tls-cert", str(key), "--tls-key", str(cert)], f"error: --tls-cert {key} is not"),
+            (["--tls-cert", str(cert), "--tls-key", str(cert)], f"error: --tls-key {cert} is not"),
+            (["--tls-cert", str(cert), "--tls-key", "nokey.pem"], "error: --tls-key nokey.pem:"),
+        ):
+            proc = _serve(served_lake.config.uri, "--listen", "127.0.0.1:0", *args)
+            out, err = proc.communicate(timeout=60)
+            assert (proc.returncode, out) == (2, b""), err
+            assert err.decode().startswith(message) and err.decode().count("\n") == 1, err
         token = server.tokens["read"]
         with pytest.raises(LakeError, match="CERTIFICATE_VERIFY_FAILED"):
             Lake.open(server.url, token=token).pool("logs")
