@@ -30,7 +30,16 @@ def open_store(
     if uri.startswith("file://"):
         return LocalObjectStore(unquote(urlparse(uri).path))
     if "://" in uri:
+        scheme = uri.split("://")[0]
+        if scheme.lower() in ("http", "https"):
+            # The CLI and Lake.open take a service URL to a lake client before this; what
+            # reaches here wants the storage itself (lake init, a store of its own).
+            raise UsageError(
+                f"{scheme}://… is a lake service, which serves a lake that exists: create or "
+                "open the lake where it is stored (a path, file:// or s3://) and serve that"
+            )
         raise UsageError(
-            f"unsupported lake URI scheme in {uri.split('://')[0]}://…: use a path, file:// or s3://"
+            f"unsupported lake URI scheme in {scheme}://…: use a path, file://, s3:// "
+            "(or http(s):// for a lake service)"
         )
     return LocalObjectStore(uri)

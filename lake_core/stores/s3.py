@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lake_core.errors import ObjectExistsError, ObjectNotFoundError, ObjectStoreError
+from lake_core.errors import (
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    UsageError,
+)
 from lake_core.stores.base import DeferringView, ObjectInfo, ObjectStore, SyncBatch
 from lake_core.stores.s3config import S3Config, refuse_credentials_in_uri, retries
 
@@ -236,6 +241,13 @@ class S3ObjectStore(ObjectStore):
         cls, uri: str, conditional_writes: bool = True, config: S3Config | None = None
     ) -> S3ObjectStore:
         refuse_credentials_in_uri(uri)
+        if "?" in uri or "#" in uri:
+            # Never echoed: a query string is where people paste tokens and secrets.
+            plain = uri.split("?")[0].split("#")[0]
+            raise UsageError(
+                f"an s3:// lake URI takes no query string or fragment: use {plain} and give "
+                "settings in the environment (AWS_ENDPOINT_URL, AWS_REGION, credentials)"
+            )
         rest = uri[len("s3://") :]
         bucket, _, prefix = rest.partition("/")
         if not bucket:

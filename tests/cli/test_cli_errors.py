@@ -297,6 +297,47 @@ def test_credentials_in_the_lake_url_are_a_usage_error_that_never_prints_them(
         assert part not in out + err
 
 
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        (
+            "s3://bucket/lake?secret=QSECRET1",
+            "error: an s3:// lake URI takes no query string or fragment: use s3://bucket/lake "
+            "and give settings in the environment (AWS_ENDPOINT_URL, AWS_REGION, credentials)",
+        ),
+        (
+            "s3://bucket/lake#QSECRET1",
+            "error: an s3:// lake URI takes no query string or fragment: use s3://bucket/lake "
+            "and give settings in the environment (AWS_ENDPOINT_URL, AWS_REGION, credentials)",
+        ),
+        (
+            "S3://bucket/lake",
+            "error: unsupported lake URI scheme in S3://…: use a path, file://, s3:// "
+            "(or http(s):// for a lake service)",
+        ),
+    ],
+)
+def test_lake_urls_it_cannot_use_are_usage_errors_that_never_echo_a_query(
+    uri: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["ls"], ["init"], ["log", "-p", "p"]):
+        code, out, err = run(capsys, "--lake", uri, *argv)
+        assert (code, out) == (2, "")
+        assert one_error(err) == message
+        assert "QSECRET1" not in out + err
+
+
+def test_init_through_a_lake_service_url_says_where_a_lake_is_made(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "--lake", "http://127.0.0.1:9/", "init")
+    assert (code, out) == (2, "")
+    assert one_error(err).startswith(
+        "error: http://… is a lake service, which serves a lake that exists: create or open "
+        "the lake where it is stored"
+    )
+
+
 def test_a_password_in_a_file_url_is_masked_in_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
