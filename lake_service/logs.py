@@ -12,7 +12,9 @@ import logging
 import re
 
 _SECRET_NAMES = re.compile(
-    r"(?i)([?&](?:[^=&]*(?:token|secret|password|passwd|signature|credential|auth|"
+    # ``auth`` but not ``author`` (a load's commit author is no secret, and the log should
+    # say who loaded)
+    r"(?i)([?&](?:[^=&]*(?:token|secret|password|passwd|signature|credential|auth(?!or)|"
     r"access[_-]?key|session)[^=&]*)=)[^&\s\"]*"
 )
 

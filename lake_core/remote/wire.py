@@ -123,14 +123,16 @@ def error_body(error: BaseException) -> dict[str, Any]:
 def error_from_body(status: int, body: Any) -> LakeError:
     """The exception to raise for an error response: the lake error the server raised when
     the body names one this client knows and it rebuilds to the same message, else
-    :class:`RemoteUsageError` for 400/413/415 and :class:`RemoteError` otherwise."""
+    :class:`RemoteUsageError` for 400 and 415 (the request was malformed) and
+    :class:`RemoteError` otherwise — 413 included: a body over the service's bound is a
+    well-formed request that failed there (exit 1), as a load too big for a disk would."""
     message = body.get("error") if isinstance(body, dict) else None
     if not isinstance(message, str) or not message:
         message = f"the lake service answered HTTP {status}"
     rebuilt = _rebuild(body) if isinstance(body, dict) else None
     if rebuilt is not None and str(rebuilt) == message:
         return rebuilt
-    if status in (400, 413, 415):
+    if status in (400, 415):
         return RemoteUsageError(message, status)
     return RemoteError(message, status)
 

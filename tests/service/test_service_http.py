@@ -8,6 +8,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -212,6 +214,17 @@ def test_oversize_bodies_are_refused(served_lake: Lake, tmp_path: Path) -> None:
                 headers={"Content-Type": "application/json"},
             )
             assert r.status_code == 413, r.text
+        # The CLI through the service: a failed operation (exit 1), not a usage error.
+        f = tmp_path / "big.ndjson"
+        f.write_bytes(big)
+        res = subprocess.run(
+            [sys.executable, "-m", "lake_cli", "--lake", server.url, "--token",
+             server.tokens["write"], "load", "-p", "logs", str(f)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert (res.returncode, res.stdout) == (1, ""), res.stderr
+        assert res.stderr.startswith("error: request body larger than the service's limit")
+        assert res.stderr.count("\n") == 1, res.stderr
         assert lake_files(server.lake_uri) == before
         assert_serving(server)
         with server.client("write") as c:  # under the bound, loads as ever
