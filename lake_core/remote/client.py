@@ -49,7 +49,10 @@ class ServiceClient:
     """One lake service at ``base_url``, with an optional bearer ``token``."""
 
     def __init__(self, base_url: str, token: str | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        base = base_url.rstrip("/")
+        # The service's address with its API prefix pasted on (``http://host:9867/v1``, as
+        # its routes read) means the service itself: the prefix is added to every request.
+        self.base_url = base[: -len(API_PREFIX)] if base.endswith(API_PREFIX) else base
         #: The URL as messages show it: a password in it (``http://user:pw@host``) masked.
         self.shown_url = _masked(self.base_url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -75,14 +78,21 @@ class ServiceClient:
         detail = f"{what}: {reason}" if reason else what
         return RemoteError(f"cannot reach the lake service at {self.shown_url} ({detail})")
 
-    @staticmethod
-    def _raise_for(response: httpx.Response) -> None:
+    def _raise_for(self, response: httpx.Response) -> None:
         if response.status_code < 400:
             return
         try:
             body = json.loads(response.read())
         except ValueError:
             body = None
+        if response.status_code == 404 and not (isinstance(body, dict) and "type" in body):
+            # Not a lake error (those name their type): no such route, so the URL is not the
+            # service's address (a path too many, another server on that port).
+            raise RemoteError(
+                f"no lake service route {response.request.url.path} at {self.shown_url} "
+                "(HTTP 404): give the service's address, as `lake serve` printed it",
+                404,
+            )
         raise error_from_body(response.status_code, body)
 
     def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:

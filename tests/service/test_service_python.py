@@ -303,3 +303,25 @@ def test_the_access_log_redacts_credential_parameters_but_not_the_author() -> No
         "POST /v1/pools/f/load?author=ann&token=REDACTED&X-Amz-Credential=REDACTED"
         "&oauth_code=REDACTED&my_secret=REDACTED&auth=REDACTED&message=m HTTP/1.1"
     )
+
+
+@pytest.mark.parametrize("lake_uri", ["local"], indirect=True)
+def test_a_service_url_with_its_api_prefix_works_and_another_path_says_so(
+    served_lake: Lake, tmp_path: Path
+) -> None:
+    """``http://host:port/v1`` (the prefix the routes show) is the service itself; any other
+    path finds no route, and the error says the URL is not the service's address rather
+    than a bare ``not found``."""
+    from tests.service.conftest import start_server, stop_server
+
+    server = start_server(served_lake.config.uri, tmp_path)
+    try:
+        token = server.tokens["read"]
+        assert Lake.open(server.url + "/v1/", token=token).pool("logs").read().num_rows == 3
+        with pytest.raises(LakeError) as e:
+            Lake.open(server.url + "/lake", token=token).pool("logs")
+        assert str(e.value).startswith(
+            f"no lake service route /lake/v1/pools/logs at {server.url}/lake (HTTP 404)"
+        )
+    finally:
+        stop_server(server)
