@@ -24,6 +24,7 @@ from lake_core.commit import Commit
 from lake_core.committing import discarding_on_failure, replannable
 from lake_core.errors import (
     CommitConflictError,
+    DuplicateKeyError,
     EmptyTransactionError,
     HistoryVacatedError,
     NoRowsMatchedError,
@@ -449,21 +450,31 @@ def merge(
         raise _conflict(pool, conflicting, source, src_tip, into, dst_tip, base)
     if plan.empty:
         raise EmptyTransactionError(f"{source} has nothing to merge into {into}")
-    return _commit_plan(
-        pool,
-        into,
-        plan,
-        author=author,
-        meta=meta,
-        message=message or f"merged {source} into {into}",
-        schema=src.schema,
-        key_schema=schema,
-        extra={"merge_source": src_tip},
-        # The source's changes come with the transactions that made them (git-like): a file
-        # ingested on the branch is not ingested again on the target after the merge.
-        carried_txns=pending(base_snap.txns, [Txn(a, v) for a, v in src.txns.items()]),
-        target=dst,
-    )
+    try:
+        return _commit_plan(
+            pool,
+            into,
+            plan,
+            author=author,
+            meta=meta,
+            message=message or f"merged {source} into {into}",
+            schema=src.schema,
+            key_schema=schema,
+            extra={"merge_source": src_tip},
+            # The source's changes come with the transactions that made them (git-like): a
+            # file ingested on the branch is not ingested again on the target after the merge.
+            carried_txns=pending(base_snap.txns, [Txn(a, v) for a, v in src.txns.items()]),
+            target=dst,
+        )
+    except DuplicateKeyError as e:
+        if resolve is None:
+            raise
+        # Each side replaced the row of one key with its own version: two different rows, not
+        # one row both changed, so --theirs/--ours (which settle rows) leave both.
+        raise DuplicateKeyError(
+            f"{e}; --{resolve} settles rows both branches changed, not two versions of one key "
+            "in a unique pool: upsert the winning side's rows into the other instead"
+        ) from None
 
 
 def _change(before: Snapshot, after: Snapshot) -> ObjectChange:

@@ -519,7 +519,17 @@ def test_merge_into_a_unique_pool_refuses_a_key_both_sides_wrote(lake: Lake) -> 
     with pytest.raises(DuplicateKeyError, match="id=2") as caught:
         pool.merge("dev")
     assert isinstance(caught.value, CommitConflictError)
+    assert "settles rows" not in str(caught.value)
     assert pool.tip() == tip
+    # --theirs/--ours settle rows both sides changed; two versions of a key are two rows, so
+    # they are refused the same way, and the message says so rather than ignoring the flag.
+    for side in ("theirs", "ours"):
+        with pytest.raises(DuplicateKeyError, match="id=2") as caught:
+            pool.merge("dev", resolve=side)
+        assert f"--{side} settles rows both branches changed, not two versions of one key" in str(
+            caught.value
+        )
+        assert pool.tip() == tip
     # Without a key both sides wrote, the merge applies and keys stay unique.
     pool.create_branch("dev2")
     pool.load(pa.table({"id": [30], "v": ["dev30"]}), "dev2")
