@@ -140,7 +140,9 @@ def _statement_kind(con: duckdb.DuckDBPyConnection, sql: str) -> str:
         return "this"
     if not statements:
         return "this"
-    return str(statements[0].type).rsplit(".", 1)[-1].replace("_", " ")
+    kind = str(statements[0].type).rsplit(".", 1)[-1].replace("_", " ")
+    # DuckDB files INSTALL under LOAD: name both, so "INSTALL httpfs" reads right.
+    return "INSTALL and LOAD" if kind == "LOAD" else kind
 
 
 def analyze(con: duckdb.DuckDBPyConnection, sql: str) -> Analysis:

@@ -216,7 +216,7 @@ def _listing(uri: str) -> list[tuple[str, int]]:
         ("COPY (SELECT 1) TO 'x.csv'", "error: COPY statements are refused"),
         ("ATTACH 'x.db'", "error: ATTACH statements are refused"),
         ("PRAGMA version", "error: PRAGMA statements are refused"),
-        ("INSTALL httpfs", "error: LOAD statements are refused"),
+        ("INSTALL httpfs", "error: INSTALL and LOAD statements are refused"),
         ("SET threads = 1", "error: SET statements are refused"),
         ("SELECT * FROM read_csv('/etc/passwd')", "error: table function read_csv() is refused"),
         (
