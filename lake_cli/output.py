@@ -220,7 +220,9 @@ def _replacing(output: str) -> Iterator[str]:
     if os.path.exists(output) and not os.path.isfile(output):
         yield output
         return
-    folder, name = os.path.split(os.path.abspath(output))
+    # A symbolic link to a file: the file it names is replaced, the link stays.
+    output = os.path.realpath(output)
+    folder, name = os.path.split(output)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".lake-tmp", dir=folder)
     os.close(fd)
     try:
