@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 import sys
-import tempfile
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -199,16 +199,18 @@ def _write_table(batches: Iterable[pa.RecordBatch], names: list[str], out: IO[st
 def check_writable(output: str | None) -> None:
     """Fail as one ``error:`` line before any work when ``-o FILE`` cannot be written
     ("a" neither truncates the file nor needs to read it; a file it had to create for the
-    check is removed again, so a query that fails later leaves nothing behind)."""
+    check — the target of a dangling link too — is removed again, so a query that fails
+    later leaves nothing behind)."""
     if output is None:
         return
-    existed = os.path.lexists(output)
+    target = os.path.realpath(output)
+    existed = os.path.exists(target)
     try:
-        open(output, "ab").close()
+        open(target, "ab").close()
     except OSError as e:
         raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
     if not existed:
-        os.unlink(output)
+        os.unlink(target)
 
 
 @contextmanager
@@ -216,24 +218,31 @@ def _replacing(output: str) -> Iterator[str]:
     """A temporary path next to ``output`` to write to, renamed over ``output`` only when the
     block succeeds: a query that fails midway (an engine error in a late batch, Ctrl-C) leaves
     ``output`` as it was, never a truncated or half-written file. A device or pipe
-    (``-o /dev/stdout``) is written in place: it cannot be replaced by a rename."""
+    (``-o /dev/stdout``) is written in place: it cannot be replaced by a rename. Where no file
+    can be made beside it (a folder it may not write in), the file itself is written in
+    place, as before this guarantee. A link keeps pointing at the file it names."""
     if os.path.exists(output) and not os.path.isfile(output):
         yield output
         return
-    # A symbolic link to a file: the file it names is replaced, the link stays.
     output = os.path.realpath(output)
     folder, name = os.path.split(output)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".lake-tmp", dir=folder)
-    os.close(fd)
+    tmp = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:12]}.lake-tmp")
     try:
+        # The usual mode for a new file (the umask applies), the file's own for an old one.
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         if os.path.isfile(output):
             shutil.copymode(output, tmp)
-        else:  # mkstemp makes it 0600; a new output gets the usual mode (umask applies)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(tmp)
+        yield output
+        return
+    try:
         yield tmp
-        os.replace(tmp, output)
+        try:
+            os.replace(tmp, output)
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -96,9 +96,10 @@ def delete_where(
 
     The delete is planned from rows, so a commit that lands first and removes an object it
     rewrites (a compaction, another delete) does not fail it: what it wrote is removed and it
-    plans again from the new tip (bounded by the pool's retry budget, with backoff), so the
-    rows deleted are those matching at the commit it makes. RetriesExhaustedError when racing
-    commits win every attempt."""
+    plans again from the new tip (bounded by the pool's retry budget, with backoff). The rows
+    deleted are those matching in the snapshot it last planned from (snapshot isolation: a
+    load that lands after that plan and before the commit keeps its rows, matching or not).
+    RetriesExhaustedError when racing commits win every attempt."""
     expr = parse_predicate(where)
     retry = pool.lake_config.retry
     for attempt in range(retry.max_attempts):
@@ -472,8 +473,8 @@ def merge(
         # Each side replaced the row of one key with its own version: two different rows, not
         # one row both changed, so --theirs/--ours (which settle rows) leave both.
         raise DuplicateKeyError(
-            f"{e}; --{resolve} settles rows both branches changed, not two versions of one key "
-            "in a unique pool: upsert the winning side's rows into the other instead"
+            f"{e.detail}; --{resolve} settles rows both branches changed, not two versions of "
+            "one key in a unique pool (or upsert the winning side's rows into the other)"
         ) from None
 
 

@@ -12,9 +12,9 @@ import logging
 import re
 
 _SECRET_NAMES = re.compile(
-    # ``auth`` but not ``author`` (a load's commit author is no secret, and the log should
-    # say who loaded)
-    r"(?i)([?&](?:[^=&]*(?:token|secret|password|passwd|signature|credential|auth(?!or)|"
+    # Any name holding ``auth`` (authorization, oauth_code, x-auth) but ``author`` itself: a
+    # load's commit author is no secret, and the log should say who loaded.
+    r"(?i)([?&](?!author=)(?:[^=&]*(?:token|secret|password|passwd|signature|credential|auth|"
     r"access[_-]?key|session)[^=&]*)=)[^&\s\"]*"
 )
 

@@ -65,12 +65,16 @@ def check_tls(cert: Path, key: Path) -> None:
         context.load_verify_locations(cafile=str(cert))
     except ssl.SSLError as e:
         raise UsageError(f"--tls-cert {cert} is not a PEM certificate ({e.reason})") from None
+    except OSError as e:
+        raise UsageError(f"--tls-cert {cert}: {e.strerror or e}") from None
     try:
         context.load_cert_chain(str(cert), str(key))
     except ssl.SSLError as e:
         raise UsageError(
             f"--tls-key {key} is not the private key of --tls-cert {cert} ({e.reason})"
         ) from None
+    except OSError as e:
+        raise UsageError(f"--tls-key {key}: {e.strerror or e}") from None
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -121,15 +121,27 @@ class _Renderer:
                 return _NULL
             return f"({left} {op} {right})"
         assert isinstance(left, Column)
-        a = (resolve_column(left, self.schema), _column_sql(left))
+        a = _bound(resolve_column(left, self.schema), _column_sql(left))
         if isinstance(right, Literal):
             if a[0].category == "null" or right.value is None:
                 return _NULL
-            return _ieee(op, f"{a[1]} {op} {_literal(right, a[0])}", [a])
-        b = (resolve_column(right, self.schema), _column_sql(right))
+            value = _literal(right, a[0])
+            if a[0].category == "floating":
+                value = f"CAST({value} AS DOUBLE)"
+            return _ieee(op, f"{a[1]} {op} {value}", [a])
+        b = _bound(resolve_column(right, self.schema), _column_sql(right))
         if "null" in (a[0].category, b[0].category):
             return _NULL
         return _ieee(op, f"{a[1]} {op} {b[1]}", [a, b])
+
+
+def _bound(column: ResolvedColumn, sql: str) -> tuple[ResolvedColumn, str]:
+    """A column and its SQL as a comparison uses it: a floating column (float32 too) as
+    DOUBLE, since Arrow compares floats in float64 (DuckDB would cast the literal to FLOAT,
+    and ``x = 0.1`` would then match a float32 0.1 that the lake's filter does not)."""
+    if column.category == "floating":
+        return column, f"CAST({sql} AS DOUBLE)"
+    return column, sql
 
 
 def _pattern(pattern: str) -> str:

@@ -22,6 +22,7 @@ from lake_core.errors import (
     AlreadyExistsError,
     CommitConflictError,
     CommitStateUnknownError,
+    DurabilityUnknownError,
     EmptyTransactionError,
     LakeError,
     LockError,
@@ -93,10 +94,10 @@ def status_of(error: LakeError) -> int:
         return 409
     if isinstance(error, UsageError):
         return 400
+    if isinstance(error, CommitStateUnknownError | DurabilityUnknownError):
+        return 500  # an outcome to look at, not a store to retry
     if isinstance(error, LockError | ObjectStoreError):
         return 503
-    if isinstance(error, CommitStateUnknownError):
-        return 500
     return 422
 
 

@@ -85,6 +85,8 @@ def test_other_column_types() -> None:
             "st": [{"a": 1.5}, {"a": math.nan}, None],
             "b": pa.array([b"x'y", b"z", None], pa.binary()),
             "weird name": ["a", "b\\", "a%"],
+            # Arrow compares float32 in float64: 0.1 as float32 is not 0.1, nor 16777217.
+            "f32": pa.array([0.1, 0.2, 16777216.0], pa.float32()),
         }
     )
     for where, rids in [
@@ -102,6 +104,11 @@ def test_other_column_types() -> None:
         # A lone escape at the end escapes nothing: ignored, as Arrow does (DuckDB refuses it).
         ("\"weird name\" LIKE 'b\\'", []),
         ("\"weird name\" LIKE 'a\\'", [0]),
+        ("f32 = 0.1", []),
+        ("f32 > 0.1", [0, 1, 2]),
+        ("f32 = 16777217", []),
+        ("f32 IN (0.1, 7)", []),
+        ("f32 < 0.2", [0]),
     ]:
         assert sql_selected(table, where) == rids, where
         assert selected(table, parse_predicate(where)) == rids, where

@@ -526,8 +526,11 @@ def test_merge_into_a_unique_pool_refuses_a_key_both_sides_wrote(lake: Lake) -> 
     for side in ("theirs", "ours"):
         with pytest.raises(DuplicateKeyError, match="id=2") as caught:
             pool.merge("dev", resolve=side)
-        assert f"--{side} settles rows both branches changed, not two versions of one key" in str(
-            caught.value
+        assert str(caught.value) == (
+            "commit conflict: pool u is unique by id:asc: merged dev into main would leave two "
+            "rows with key id=2; nothing committed (remove one of them on either side first); "
+            f"--{side} settles rows both branches changed, not two versions of one key in a "
+            "unique pool (or upsert the winning side's rows into the other)"
         )
         assert pool.tip() == tip
     # Without a key both sides wrote, the merge applies and keys stay unique.

@@ -297,11 +297,12 @@ def test_the_access_log_redacts_credential_parameters_but_not_the_author() -> No
 
     line = (
         "POST /v1/pools/f/load?author=ann&token=t1&X-Amz-Credential=c2&oauth_code=o3"
-        "&my_secret=s4&auth=a5&message=m HTTP/1.1"
+        "&my_secret=s4&auth=a5&authorization=Bearer.a6&coauthor=a7&message=m HTTP/1.1"
     )
     assert redact(line) == (
         "POST /v1/pools/f/load?author=ann&token=REDACTED&X-Amz-Credential=REDACTED"
-        "&oauth_code=REDACTED&my_secret=REDACTED&auth=REDACTED&message=m HTTP/1.1"
+        "&oauth_code=REDACTED&my_secret=REDACTED&auth=REDACTED&authorization=REDACTED"
+        "&coauthor=REDACTED&message=m HTTP/1.1"
     )
 
 
