@@ -35,6 +35,7 @@ from lake_core.errors import (
 from lake_core.expr import may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
 from lake_core.ids import is_ksuid
+from lake_core.inflight import write_window_guard
 from lake_core.ingest.schema import conform_to, unify_schema
 from lake_core.integrity import read_verified
 from lake_core.keyset import KeySet
@@ -111,6 +112,9 @@ def delete_where(
             raise NoRowsMatchedError(f"no rows match {where}")
         options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
         adds: list[ObjectMeta] = []
+        # Like a load's, its new objects are unreferenced until the commit: it must land within
+        # the write window (lake_core.inflight), which cleanup's minimum orphan age covers.
+        started = pool.clock.now()
         try:
             with discarding_on_failure(pool, adds):
                 for t, partition in survivors:
@@ -133,6 +137,7 @@ def delete_where(
                     meta=meta,
                     message=message
                     or f"deleted rows where {where} (rewrote {counted(len(deletes), 'object')})",
+                    guard=write_window_guard(pool.clock, started),
                 )
         except CommitConflictError as e:
             if not replannable(e):

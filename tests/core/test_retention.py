@@ -285,6 +285,24 @@ def test_writers_past_the_write_window_refuse_to_commit(
     assert list_staged(pool) == []
     assert data_ids(pool) == {obj(k), obj(ok)}
 
+    # ``delete --where`` rewrites objects: the same window, and no re-plan past it.
+    import lake_core.changes as changes
+
+    monkeypatch.undo()  # loads write at their own pace again
+    two = load(pool, [tbl(3, 4)])
+    write = changes.write_objects
+
+    def slow_write(*args: Any, **kw: Any) -> Any:
+        out = write(*args, **kw)
+        clock.advance(WRITE_WINDOW + M)
+        return out
+
+    monkeypatch.setattr(changes, "write_objects", slow_write)
+    with pytest.raises(WriteWindowExpiredError):
+        changes.delete_where(pool, "ts = 3")  # 4 stays: a new object is written
+    assert data_ids(pool) == {obj(k), obj(ok), obj(two)}
+    assert ts(fresh(pool)) == [0, 1, 3, 4]
+
 
 def test_dry_run_deletes_nothing_and_reports_the_same(lake_uri: str) -> None:
     clock, lake = make_lake(lake_uri)
