@@ -42,6 +42,10 @@ def _cell(value: Any) -> str:
     return str(v)
 
 
+#: How a table cell shows the characters that would break its row: escaped, as in JSON.
+_CELL_ESCAPES = (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+
+
 def _table_cell(value: Any) -> str:
     """:func:`_cell` on one line (see :func:`_one_line`)."""
     text = _cell(value)
@@ -156,10 +160,6 @@ def _write_json(batches: Iterable[pa.RecordBatch], out: IO[str]) -> None:
     raw = _binary(out)
     for data in _encoded(batches, ndjson_bytes):
         _emit(out, raw, data)
-
-
-#: How a table cell shows the characters that would break its row: escaped, as in JSON.
-_CELL_ESCAPES = (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
 
 
 def _one_line(column: Any) -> Any:

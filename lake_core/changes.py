@@ -32,7 +32,7 @@ from lake_core.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from lake_core.expr import may_match, parse_predicate, to_arrow_expression
+from lake_core.expr import Expr, may_match, parse_predicate, to_arrow_expression
 from lake_core.history import ObjectChange, Plan, plan_merge, plan_onto, spans_meet
 from lake_core.ids import is_ksuid
 from lake_core.inflight import write_window_guard
@@ -102,15 +102,14 @@ def delete_where(
     load that lands after that plan and before the commit keeps its rows, matching or not).
     RetriesExhaustedError when racing commits win every attempt."""
     expr = parse_predicate(where)
+    options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
     retry = pool.lake_config.retry
     for attempt in range(retry.max_attempts):
         snap = pool.snapshot(pool.tip(branch))
         schema = snap.schema or pa.schema([])
-        predicate = to_arrow_expression(expr, schema)
-        deletes, survivors = _plan_delete(pool, snap, expr, predicate, schema)
+        deletes, survivors = _plan_delete(pool, snap, expr, schema)
         if not deletes:
             raise NoRowsMatchedError(f"no rows match {where}")
-        options = WriteOptions(pool.config.target_size, pool.config.seek_stride)
         adds: list[ObjectMeta] = []
         # Like a load's, its new objects are unreferenced until the commit: it must land within
         # the write window (lake_core.inflight), which cleanup's minimum orphan age covers.
@@ -147,11 +146,13 @@ def delete_where(
 
 
 def _plan_delete(
-    pool: Pool, snap: Snapshot, expr: Any, predicate: Any, schema: pa.Schema
+    pool: Pool, snap: Snapshot, expr: Expr, schema: pa.Schema
 ) -> tuple[list[str], list[tuple[pa.Table, str | None]]]:
-    """The objects of ``snap`` holding a row that matches, and what each keeps (its stored
-    rows, with its partition: objects never straddle partitions, and a partition drop finds
-    its objects by that field)."""
+    """The objects of ``snap`` holding a row that matches ``expr`` (checked against
+    ``schema``: ExpressionError), and what each keeps (its stored rows, with its partition:
+    objects never straddle partitions, and a partition drop finds its objects by that
+    field)."""
+    predicate = to_arrow_expression(expr, schema)
     deletes: list[str] = []
     survivors: list[tuple[pa.Table, str | None]] = []
     for obj in snap.objects.values():

@@ -271,15 +271,18 @@ def test_writers_past_the_write_window_refuse_to_commit(
     assert ts(fresh(pool)) == [0, 1]
     assert len(journal_numbers(pool)) == len(journal) + 1
 
+    def past_the_window(write: Any) -> Any:
+        """``write``, then the clock moved past the write window (a slow writer)."""
+
+        def slow(*args: Any, **kw: Any) -> Any:
+            out = write(*args, **kw)
+            clock.advance(WRITE_WINDOW + M)
+            return out
+
+        return slow
+
     # ``lake add``: the staging document is the commit point.
-    real = loading.write_sources
-
-    def slow(*args: Any, **kw: Any) -> Any:
-        out = real(*args, **kw)
-        clock.advance(WRITE_WINDOW + M)
-        return out
-
-    monkeypatch.setattr(loading, "write_sources", slow)
+    monkeypatch.setattr(loading, "write_sources", past_the_window(loading.write_sources))
     with pytest.raises(WriteWindowExpiredError):
         stage(pool, [tbl(5)])
     assert list_staged(pool) == []
@@ -290,14 +293,7 @@ def test_writers_past_the_write_window_refuse_to_commit(
 
     monkeypatch.undo()  # loads write at their own pace again
     two = load(pool, [tbl(3, 4)])
-    write = changes.write_objects
-
-    def slow_write(*args: Any, **kw: Any) -> Any:
-        out = write(*args, **kw)
-        clock.advance(WRITE_WINDOW + M)
-        return out
-
-    monkeypatch.setattr(changes, "write_objects", slow_write)
+    monkeypatch.setattr(changes, "write_objects", past_the_window(changes.write_objects))
     with pytest.raises(WriteWindowExpiredError):
         changes.delete_where(pool, "ts = 3")  # 4 stays: a new object is written
     assert data_ids(pool) == {obj(k), obj(ok), obj(two)}
