@@ -16,16 +16,20 @@ Invariants:
   footer, and their offsets would need moving too): :func:`stitch` refuses a fragment that has
   bytes there rather than write a file that points into the wrong place.
 
-The footer is Thrift's compact protocol. It is decoded into a generic tree — a struct is a
-list of ``(field id, compact type, value)`` — and encoded back the way the C++ writer encodes
-it, so only the offsets change.
+The footer is Thrift's compact protocol. It is never decoded into a tree: a footer is walked
+once (:func:`read_footer`) and each row group kept as its bytes cut at the few values a move
+changes (file offsets, ordinal), so a stitched footer is those bytes joined with the new values
+encoded between them. Everything else — schema, statistics, encodings, key-value metadata — is
+copied as the writer wrote it, which is what keeps the bytes identical, and walking a footer
+without building values is what keeps the many row groups of fine seek strides cheap (a
+fragment's footer is walked on the thread that encoded it, while other groups encode).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 MAGIC = b"PAR1"
 
@@ -35,12 +39,16 @@ _LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
 
 # Field ids in parquet.thrift (parquet-format 2.x).
 _FILE_NUM_ROWS, _FILE_ROW_GROUPS = 3, 4
-_RG_COLUMNS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 5, 7
+_RG_COLUMNS, _RG_NUM_ROWS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 3, 5, 7
 _CC_FILE_OFFSET, _CC_META = 2, 3
 _CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET = 4, 6
+_CM_COMPRESSED_SIZE = 7
 _CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM_FILTER = 9, 10, 11, 14
+_MOVED_PAGES = (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE)
 
-Field = tuple[int, int, Any]
+# What a cut in a row group's bytes stands for: a file offset (moved by the group's shift), or
+# the group's ordinal (replaced by its place in the new file).
+_OFFSET, _ORDINAL = 0, 1
 
 
 def _bytes_view(data: bytes | memoryview) -> memoryview:
@@ -53,10 +61,8 @@ class StitchError(ValueError):
     """A fragment cannot be stitched (not Parquet, or it has bytes behind its chunks)."""
 
 
-# The codec below is the hot Python of writing many row groups (each fragment's footer is
-# decoded, and an object's footer encoded): plain functions over ``bytes``, a call per value
-# rather than a reader object's method call per byte (a third less time to decode a footer of
-# lineitem's 16 columns, a fifth less to encode it, the same trees and bytes).
+# The walk below is the hot Python of writing many row groups: plain functions over ``bytes``
+# that step over values without building them.
 
 
 def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -71,66 +77,73 @@ def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _decode_struct(data: bytes, pos: int) -> tuple[list[Field], int]:
-    """The struct starting at ``data[pos]`` and the position after it."""
-    fields: list[Field] = []
-    last = 0
-    while True:
-        head = data[pos]
+def _get_int(data: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag integer (i16, i32 or i64) at ``data[pos]`` and the position after it."""
+    n, pos = _get_varint(data, pos)
+    return (n >> 1) ^ -(n & 1), pos
+
+
+def _skip_varint(data: bytes, pos: int) -> int:
+    while data[pos] & 0x80:
         pos += 1
-        ctype = head & 0x0F
-        if ctype == _STOP:
-            return fields, pos
-        delta = head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            n, pos = _get_varint(data, pos)
-            fid = (n >> 1) ^ -(n & 1)
-        if ctype in (_TRUE, _FALSE):
-            fields.append((fid, ctype, ctype == _TRUE))
-        else:
-            value, pos = _decode_value(data, pos, ctype)
-            fields.append((fid, ctype, value))
-        last = fid
+    return pos + 1
 
 
-def _decode_value(data: bytes, pos: int, ctype: int) -> tuple[Any, int]:
-    if ctype in (_I16, _I32, _I64):
-        n, pos = _get_varint(data, pos)
-        return (n >> 1) ^ -(n & 1), pos
-    if ctype == _STRUCT:
-        return _decode_struct(data, pos)
+def _skip(data: bytes, pos: int, ctype: int) -> int:
+    """The position after the value of type ``ctype`` at ``data[pos]``."""
+    if _I16 <= ctype <= _I64:
+        return _skip_varint(data, pos)
     if ctype == _BINARY:
         n, pos = _get_varint(data, pos)
-        return data[pos : pos + n], pos + n
+        return pos + n
+    if ctype == _STRUCT:
+        return _skip_struct(data, pos)
     if ctype in (_LIST, _SET):
         head = data[pos]
         pos += 1
         size, etype = head >> 4, head & 0x0F
         if size == 15:
             size, pos = _get_varint(data, pos)
-        items = []
+        if etype in (_TRUE, _FALSE, _BYTE):  # in a collection a bool is one byte
+            return pos + size
+        if etype == _DOUBLE:
+            return pos + 8 * size
         for _ in range(size):
-            item, pos = _decode_value(data, pos, etype)
-            items.append(item)
-        return (etype, items), pos
-    if ctype in (_TRUE, _FALSE):  # in a collection: one byte
-        return data[pos] == _TRUE, pos + 1
+            pos = _skip(data, pos, etype)
+        return pos
     if ctype == _BYTE:
-        return data[pos], pos + 1
+        return pos + 1
     if ctype == _DOUBLE:
-        return data[pos : pos + 8], pos + 8
+        return pos + 8
     raise StitchError(f"unsupported Thrift compact type {ctype}")
 
 
-def _decode(data: bytes | memoryview) -> list[Field]:
-    """The Thrift struct that is the whole of ``data`` (a footer)."""
-    try:
-        fields, _ = _decode_struct(bytes(data), 0)
-    except IndexError:
-        raise StitchError("a truncated Thrift struct") from None
-    return fields
+def _skip_struct(data: bytes, pos: int) -> int:
+    while True:
+        head = data[pos]
+        pos += 1
+        ctype = head & 0x0F
+        if ctype == _STOP:
+            return pos
+        if not head >> 4:  # a long-form field id follows
+            pos = _skip_varint(data, pos)
+        if ctype > _FALSE:  # a bool field's value is its type
+            pos = _skip(data, pos, ctype)
+
+
+def _field_header(data: bytes, pos: int, last: int) -> tuple[int, int, int]:
+    """(field id, type, position of its value) of the field header at ``data[pos]``; type
+    ``_STOP`` at the struct's end (the position is then after it)."""
+    head = data[pos]
+    pos += 1
+    ctype = head & 0x0F
+    if ctype == _STOP:
+        return 0, _STOP, pos
+    delta = head >> 4
+    if delta:
+        return last + delta, ctype, pos
+    fid, pos = _get_int(data, pos)
+    return fid, ctype, pos
 
 
 def _put_varint(out: bytearray, n: int) -> None:
@@ -140,174 +153,291 @@ def _put_varint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
-_ZIGZAG_MASK = {_I16: (1 << 16) - 1, _I32: (1 << 32) - 1, _I64: (1 << 64) - 1}
-
-
-def _encode_value(out: bytearray, ctype: int, v: Any) -> None:
-    if ctype in (_I16, _I32, _I64):
-        # zigzag: (n << 1) ^ (n >> (bits - 1)), in the field's width
-        _put_varint(out, ((v << 1) ^ (v >> 63)) & _ZIGZAG_MASK[ctype])
-    elif ctype == _STRUCT:
-        _encode_struct(out, v)
-    elif ctype == _BINARY:
-        _put_varint(out, len(v))
-        out += v
-    elif ctype in (_LIST, _SET):
-        etype, items = v
-        if len(items) < 15:
-            out.append((len(items) << 4) | etype)
-        else:
-            out.append(0xF0 | etype)
-            _put_varint(out, len(items))
-        for item in items:
-            _encode_value(out, etype, item)
-    elif ctype in (_TRUE, _FALSE):
-        out.append(_TRUE if v else _FALSE)
-    elif ctype == _BYTE:
-        out.append(v & 0xFF)
-    elif ctype == _DOUBLE:
-        out += v
-    else:
-        raise StitchError(f"unsupported Thrift compact type {ctype}")
-
-
-def _encode_struct(out: bytearray, fields: list[Field]) -> None:
-    last = 0
-    for fid, ctype, v in fields:
-        bool_field = ctype in (_TRUE, _FALSE)
-        wire = (_TRUE if v else _FALSE) if bool_field else ctype
-        if 0 < fid - last <= 15:
-            out.append(((fid - last) << 4) | wire)
-        else:
-            out.append(wire)
-            _put_varint(out, ((fid << 1) ^ (fid >> 15)) & 0xFFFF)
-        if not bool_field:
-            _encode_value(out, ctype, v)
-        last = fid
-    out.append(_STOP)
-
-
-def _encode(fields: list[Field]) -> bytes:
+def _list_header(size: int, etype: int) -> bytes:
     out = bytearray()
-    _encode_struct(out, fields)
+    if size < 15:
+        out.append((size << 4) | etype)
+    else:
+        out.append(0xF0 | etype)
+        _put_varint(out, size)
     return bytes(out)
 
 
-def _get(fields: list[Field], fid: int) -> Any:
-    return next((v for f, _, v in fields if f == fid), None)
+def _zigzag64(v: int) -> int:
+    return ((v << 1) ^ (v >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
 
 
-def _shifted(fields: list[Field], shifts: dict[int, int]) -> list[Field]:
-    """``fields`` with the i64 fields named in ``shifts`` moved by their amount."""
-    return [(f, t, v + shifts[f]) if f in shifts else (f, t, v) for f, t, v in fields]
+def _zigzag16(v: int) -> int:
+    v = ((v + 0x8000) & 0xFFFF) - 0x8000  # an i16, as the C++ writer casts the ordinal
+    return ((v << 1) ^ (v >> 15)) & 0xFFFF
 
 
-class Fragment:
-    """One row group encoded as a whole Parquet file: its chunks' bytes and its footer, decoded
-    on first use (an object of one row group is the fragment as it is: :func:`stitch` does not
-    decode its footer, which is most of a small write's Python time)."""
+@dataclass(frozen=True)
+class _RowGroup:
+    """One row group of a footer: its Thrift bytes cut around the values a move changes.
 
-    __slots__ = ("data", "body_end", "_footer")
+    ``parts[0] cut[0] parts[1] cut[1] … parts[-1]`` is the group as written, ``cut[i]`` being
+    ``(kind, value)``: a file offset (``_OFFSET``) or the ordinal (``_ORDINAL``). ``begin`` and
+    ``end``: the file bytes its column chunks span; ``rows``: its row count."""
 
-    def __init__(self, data: bytes | memoryview, body_end: int) -> None:
+    parts: tuple[bytes, ...]
+    cuts: tuple[tuple[int, int], ...]
+    rows: int
+    begin: int
+    end: int
+
+    def moved(self, out: bytearray, shift: int, ordinal: int) -> None:
+        """Append the group's bytes with its offsets moved by ``shift`` and ``ordinal`` set."""
+        parts = self.parts
+        out += parts[0]
+        for i, (kind, value) in enumerate(self.cuts, 1):
+            _put_varint(out, _zigzag64(value + shift) if kind == _OFFSET else _zigzag16(ordinal))
+            out += parts[i]
+
+
+class _Cutter:
+    """Builds a :class:`_RowGroup`'s parts from one pass over its bytes."""
+
+    def __init__(self, data: bytes, start: int) -> None:
         self.data = data
-        self.body_end = body_end  # where the chunks end (the footer starts)
-        self._footer: list[Field] | None = None
+        self.at = start
+        self.parts: list[bytes] = []
+        self.cuts: list[tuple[int, int]] = []
 
-    @property
-    def body(self) -> memoryview:
-        return _bytes_view(self.data)[len(MAGIC) : self.body_end]
+    def cut(self, start: int, end: int, kind: int, value: int) -> None:
+        self.parts.append(self.data[self.at : start])
+        self.cuts.append((kind, value))
+        self.at = end
 
-    @property
-    def footer(self) -> list[Field]:
-        """The decoded footer, checked to be stitchable (see :func:`parse_fragment`)."""
-        if self._footer is None:
-            self._footer = _check_fragment(self.data, self.body_end)
-        return self._footer
+
+def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
+    """Walk a ColumnMetaData, cutting at its page offsets: (first page offset, chunk end,
+    position after it)."""
+    pages: dict[int, int] = {}
+    size = 0
+    last = 0
+    while True:
+        fid, ctype, pos = _field_header(data, pos, last)
+        if ctype == _STOP:
+            break
+        if fid in _MOVED_PAGES and ctype == _I64:
+            value, end = _get_int(data, pos)
+            cutter.cut(pos, end, _OFFSET, value)
+            pages[fid] = value
+            pos = end
+        elif fid == _CM_COMPRESSED_SIZE and ctype == _I64:
+            size, pos = _get_int(data, pos)
+        elif fid == _CM_BLOOM_FILTER:
+            raise StitchError("row groups with bloom filters cannot be moved")
+        elif ctype > _FALSE:
+            pos = _skip(data, pos, ctype)
+        last = fid
+    first = min(
+        (v for v in (pages.get(_CM_DICTIONARY_PAGE), pages.get(_CM_DATA_PAGE)) if v), default=0
+    )
+    return first, first + size, pos
+
+
+def _row_group(data: bytes, pos: int) -> tuple[_RowGroup, int]:
+    """The row group whose struct starts at ``data[pos]``, and the position after it."""
+    cutter = _Cutter(data, pos)
+    rows = 0
+    begin, end = -1, 0
+    last = 0
+    while True:
+        fid, ctype, pos = _field_header(data, pos, last)
+        if ctype == _STOP:
+            break
+        if fid == _RG_COLUMNS and ctype == _LIST:
+            head = data[pos]
+            pos += 1
+            count = head >> 4
+            if count == 15:
+                count, pos = _get_varint(data, pos)
+            for _ in range(count):
+                first, chunk_end, pos = _column_chunk(data, pos, cutter)
+                begin = first if begin < 0 else min(begin, first)
+                end = max(end, chunk_end)
+        elif fid == _RG_FILE_OFFSET and ctype == _I64:
+            value, after = _get_int(data, pos)
+            cutter.cut(pos, after, _OFFSET, value)
+            pos = after
+        elif fid == _RG_ORDINAL and ctype == _I16:
+            value, after = _get_int(data, pos)
+            cutter.cut(pos, after, _ORDINAL, value)
+            pos = after
+        elif fid == _RG_NUM_ROWS and ctype == _I64:
+            rows, pos = _get_int(data, pos)
+        elif ctype > _FALSE:
+            pos = _skip(data, pos, ctype)
+        last = fid
+    cutter.parts.append(data[cutter.at : pos])
+    if begin < 0:
+        raise StitchError("a row group without column chunks")
+    return _RowGroup(tuple(cutter.parts), tuple(cutter.cuts), rows, begin, end), pos
+
+
+def _column_chunk(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
+    """Walk a ColumnChunk: (first page offset, chunk end, position after it)."""
+    first = chunk_end = -1
+    last = 0
+    while True:
+        fid, ctype, pos = _field_header(data, pos, last)
+        if ctype == _STOP:
+            break
+        if fid == _CC_FILE_OFFSET and ctype == _I64:
+            value, after = _get_int(data, pos)
+            if value:  # a writer that leaves the deprecated offset 0 keeps it 0
+                cutter.cut(pos, after, _OFFSET, value)
+            pos = after
+        elif fid == _CC_META and ctype == _STRUCT:
+            first, chunk_end, pos = _column_meta(data, pos, cutter)
+        elif fid in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET):
+            raise StitchError("row groups with page indexes cannot be moved")
+        elif ctype > _FALSE:
+            pos = _skip(data, pos, ctype)
+        last = fid
+    if first < 0:
+        raise StitchError("a column chunk has no metadata in the footer")
+    return first, chunk_end, pos
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A Parquet footer walked once: its bytes, where its row count and row-group list sit in
+    them, and each row group cut for moving (:class:`_RowGroup`)."""
+
+    data: bytes
+    rows_span: tuple[int, int]  # the file's num_rows value
+    groups_span: tuple[int, int]  # the row_groups list, its header included
+    groups_type: int  # the list's element type byte (a struct)
+    groups: tuple[_RowGroup, ...]
+
+    def with_groups(self, groups: Sequence[_RowGroup], shifts: Sequence[int]) -> bytes:
+        """This footer listing ``groups`` (group ``i`` moved by ``shifts[i]``, ordinal ``i``)
+        instead of its own, and their rows as the file's."""
+        out = bytearray()
+        edits = sorted(
+            [(self.rows_span, "rows"), (self.groups_span, "groups")], key=lambda e: e[0][0]
+        )
+        at = 0
+        for (start, end), what in edits:
+            out += self.data[at:start]
+            if what == "rows":
+                _put_varint(out, _zigzag64(sum(g.rows for g in groups)))
+            else:
+                out += _list_header(len(groups), self.groups_type)
+                for i, (group, shift) in enumerate(zip(groups, shifts, strict=True)):
+                    group.moved(out, shift, i)
+            at = end
+        out += self.data[at:]
+        return bytes(out)
+
+
+def _walk_footer(data: bytes) -> Footer:
+    rows_span = groups_span = None
+    groups: list[_RowGroup] = []
+    groups_type = _STRUCT
+    pos = last = 0
+    while True:
+        fid, ctype, pos = _field_header(data, pos, last)
+        if ctype == _STOP:
+            break
+        if fid == _FILE_NUM_ROWS and ctype == _I64:
+            after = _skip_varint(data, pos)
+            rows_span = (pos, after)
+            pos = after
+        elif fid == _FILE_ROW_GROUPS and ctype == _LIST:
+            start = pos
+            head = data[pos]
+            pos += 1
+            count, groups_type = head >> 4, head & 0x0F
+            if count == 15:
+                count, pos = _get_varint(data, pos)
+            if groups_type != _STRUCT:
+                raise StitchError("a footer whose row groups are not structs")
+            for _ in range(count):
+                group, pos = _row_group(data, pos)
+                groups.append(group)
+            groups_span = (start, pos)
+        elif ctype > _FALSE:
+            pos = _skip(data, pos, ctype)
+        last = fid
+    if pos != len(data):
+        raise StitchError(f"{len(data) - pos} bytes after the footer's struct")
+    if rows_span is None or groups_span is None:
+        raise StitchError("a footer without a row count or row groups")
+    return Footer(data, rows_span, groups_span, groups_type, tuple(groups))
 
 
 def _footer_start(view: memoryview) -> int:
     if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
         raise StitchError("not a Parquet file")
     footer_len: int = struct.unpack("<I", view[-8:-4])[0]
-    return len(view) - 8 - footer_len
+    start = len(view) - 8 - footer_len
+    if start < len(MAGIC):
+        raise StitchError("a footer longer than its file")
+    return start
+
+
+def read_footer(data: bytes | memoryview) -> Footer:
+    """The footer of the Parquet file ``data``, walked (for :func:`copy_row_groups`). Raises
+    StitchError if ``data`` is not a Parquet file, or its footer is cut short or has a row
+    group with a page index or a bloom filter (whose offsets a move would have to change)."""
+    view = _bytes_view(data)
+    start = _footer_start(view)
+    try:
+        return _walk_footer(bytes(view[start : len(view) - 8]))
+    except IndexError:
+        raise StitchError("a truncated Thrift struct") from None
+
+
+class Fragment:
+    """One row group encoded as a whole Parquet file: its chunks' bytes and its footer, walked
+    on first use (an object of one row group is the fragment as it is: :func:`stitch` does not
+    walk its footer, which is most of a small write's Python time)."""
+
+    __slots__ = ("data", "body_end", "_footer")
+
+    def __init__(self, data: bytes | memoryview, body_end: int) -> None:
+        self.data = data
+        self.body_end = body_end  # where the chunks end (the footer starts)
+        self._footer: Footer | None = None
+
+    @property
+    def body(self) -> memoryview:
+        return _bytes_view(self.data)[len(MAGIC) : self.body_end]
+
+    @property
+    def footer(self) -> Footer:
+        """The walked footer, checked to be stitchable (see :func:`parse_fragment`)."""
+        if self._footer is None:
+            self._footer = _check_fragment(self.data, self.body_end)
+        return self._footer
 
 
 def split_fragment(data: bytes | memoryview) -> Fragment:
-    """A one-row-group Parquet file as a fragment, its footer decoded (and checked) only when
+    """A one-row-group Parquet file as a fragment, its footer walked (and checked) only when
     :func:`stitch` needs it."""
     return Fragment(data, _footer_start(_bytes_view(data)))
 
 
 def parse_fragment(data: bytes | memoryview) -> Fragment:
-    """Split a one-row-group Parquet file into its chunks and its decoded footer, checking now
+    """Split a one-row-group Parquet file into its chunks and its walked footer, checking now
     that it can be stitched (one row group; no page index or bloom filter behind its chunks)."""
     frag = split_fragment(data)
-    frag.footer  # noqa: B018 - decodes and checks
+    frag.footer  # noqa: B018 - walks and checks
     return frag
 
 
-def _check_fragment(data: bytes | memoryview, start: int) -> list[Field]:
-    view = _bytes_view(data)
-    footer = _decode(view[start : len(view) - 8])
-    groups = _get(footer, _FILE_ROW_GROUPS)
-    if groups is None or len(groups[1]) != 1:
+def _check_fragment(data: bytes | memoryview, start: int) -> Footer:
+    footer = read_footer(data)
+    if len(footer.groups) != 1:
         raise StitchError("a fragment must hold exactly one row group")
-    ends = []
-    for chunk in _get(groups[1][0], _RG_COLUMNS)[1]:
-        meta = _get(chunk, _CC_META)
-        if meta is None:
-            raise StitchError("a column chunk has no metadata in the footer")
-        if any(
-            _get(chunk, f) is not None for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
-        ):
-            raise StitchError("fragments must be written without page indexes")
-        if _get(meta, _CM_BLOOM_FILTER) is not None:
-            raise StitchError("fragments must be written without bloom filters")
-        first = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
-        ends.append(first + _get(meta, 7))  # 7: total_compressed_size
-    body_end = max(ends, default=len(MAGIC))
+    body_end = footer.groups[0].end
     if body_end != start:
         raise StitchError(f"a fragment has {start - body_end} bytes between its chunks and footer")
     return footer
-
-
-def _move_group(group: list[Field], shift: int, ordinal: int) -> list[Field]:
-    out: list[Field] = []
-    for fid, ctype, v in group:
-        if fid == _RG_COLUMNS:
-            etype, chunks = v
-            moved = []
-            for chunk in chunks:
-                c = _shifted(
-                    chunk, {_CC_FILE_OFFSET: shift} if _get(chunk, _CC_FILE_OFFSET) else {}
-                )
-                moved.append(
-                    [
-                        (
-                            f,
-                            t,
-                            _shifted(
-                                m,
-                                {
-                                    k: shift
-                                    for k in (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE)
-                                },
-                            ),
-                        )
-                        if f == _CC_META
-                        else (f, t, m)
-                        for f, t, m in c
-                    ]
-                )
-            out.append((fid, ctype, (etype, moved)))
-        elif fid == _RG_FILE_OFFSET:
-            out.append((fid, ctype, v + shift))
-        elif fid == _RG_ORDINAL:
-            out.append((fid, ctype, ordinal))
-        else:
-            out.append((fid, ctype, v))
-    return out
 
 
 def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
@@ -321,89 +451,39 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
         end = fragments[0].body_end
         return [view[: len(MAGIC)], view[len(MAGIC) : end], view[end:-8], view[-8:-4], view[-4:]]
     pieces: list[bytes | memoryview] = [MAGIC]
-    groups = []
-    rows = 0
+    groups, shifts = [], []
     at = len(MAGIC)
-    for i, frag in enumerate(fragments):
-        group = _get(frag.footer, _FILE_ROW_GROUPS)[1][0]
-        groups.append(_move_group(group, at - len(MAGIC), i))
-        rows += _get(frag.footer, _FILE_NUM_ROWS)
+    for frag in fragments:
+        groups.append(frag.footer.groups[0])
+        shifts.append(at - len(MAGIC))
         body = frag.body
         pieces.append(body)
         at += len(body)
-    first = fragments[0].footer
-    footer: list[Field] = []
-    for fid, ctype, v in first:
-        if fid == _FILE_NUM_ROWS:
-            footer.append((fid, ctype, rows))
-        elif fid == _FILE_ROW_GROUPS:
-            footer.append((fid, ctype, (v[0], groups)))
-        else:
-            footer.append((fid, ctype, v))
-    encoded = _encode(footer)
+    encoded = fragments[0].footer.with_groups(groups, shifts)
     pieces += [encoded, struct.pack("<I", len(encoded)), MAGIC]
     return pieces
 
 
-_RG_NUM_ROWS = 3
-
-
-def read_footer(data: bytes | memoryview) -> list[Field]:
-    """The decoded footer of the Parquet file ``data`` (for :func:`copy_row_groups`)."""
-    view = _bytes_view(data)
-    if len(view) < 12 or view[:4] != MAGIC or view[-4:] != MAGIC:
-        raise StitchError("not a Parquet file")
-    (footer_len,) = struct.unpack("<I", view[-8:-4])
-    start = len(view) - 8 - footer_len
-    return _decode(view[start : len(view) - 8])
-
-
 def copy_row_groups(
-    data: bytes | memoryview, first: int, stop: int, footer: list[Field] | None = None
+    data: bytes | memoryview, first: int, stop: int, footer: Footer | None = None
 ) -> list[bytes | memoryview]:
     """The pieces of a Parquet file holding row groups ``first`` to ``stop - 1`` of the file
     ``data``, their chunks copied as they are (no decoding): a run of an object kept whole by
     a rewrite (:mod:`lake_core.upsert`). The footer is ``data``'s with only those groups, their
     offsets moved and ordinals renumbered; the same limits as :func:`parse_fragment` (no page
     indexes, no bloom filters) raise StitchError. ``footer``: ``data``'s, from
-    :func:`read_footer` (decoding it once for several runs of one file)."""
+    :func:`read_footer` (walking it once for several runs of one file)."""
     view = _bytes_view(data)
     if footer is None:
         footer = read_footer(view)
-    (footer_len,) = struct.unpack("<I", view[-8:-4])
-    start = len(view) - 8 - footer_len
-    listed = _get(footer, _FILE_ROW_GROUPS)
-    if listed is None or not 0 <= first < stop <= len(listed[1]):
+    start = _footer_start(view)
+    if not 0 <= first < stop <= len(footer.groups):
         raise StitchError(f"no row groups {first}..{stop - 1} in the file")
-    chosen = listed[1][first:stop]
-    begin, end = len(view), 0
-    for group in chosen:
-        for chunk in _get(group, _RG_COLUMNS)[1]:
-            meta = _get(chunk, _CC_META)
-            if meta is None:
-                raise StitchError("a column chunk has no metadata in the footer")
-            if (
-                any(
-                    _get(chunk, f) is not None
-                    for f in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET)
-                )
-                or _get(meta, _CM_BLOOM_FILTER) is not None
-            ):
-                raise StitchError("row groups with page indexes or bloom filters")
-            at = min(v for v in (_get(meta, _CM_DICTIONARY_PAGE), _get(meta, _CM_DATA_PAGE)) if v)
-            begin, end = min(begin, at), max(end, at + _get(meta, 7))  # 7: compressed size
-    if end <= begin or end > start:
+    chosen = footer.groups[first:stop]
+    begin = min(g.begin for g in chosen)
+    end = max(g.end for g in chosen)
+    if end <= begin or begin < len(MAGIC) or end > start:
         raise StitchError("row group chunks outside the file's body")
     shift = len(MAGIC) - begin
-    groups = [_move_group(g, shift, i) for i, g in enumerate(chosen)]
-    rows = sum(_get(g, _RG_NUM_ROWS) for g in chosen)
-    out: list[Field] = []
-    for fid, ctype, v in footer:
-        if fid == _FILE_NUM_ROWS:
-            out.append((fid, ctype, rows))
-        elif fid == _FILE_ROW_GROUPS:
-            out.append((fid, ctype, (v[0], groups)))
-        else:
-            out.append((fid, ctype, v))
-    encoded = _encode(out)
+    encoded = footer.with_groups(chosen, [shift] * len(chosen))
     return [MAGIC, view[begin:end], encoded, struct.pack("<I", len(encoded)), MAGIC]

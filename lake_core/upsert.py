@@ -70,7 +70,7 @@ from lake_core.reader import OpenObject, row_group_stats
 from lake_core.schema_mode import check_key_present, check_new_columns
 from lake_core.snapshot import Snapshot
 from lake_core.stats import ColumnMeta, column_meta, encode_value
-from lake_core.stitch import StitchError, copy_row_groups, read_footer
+from lake_core.stitch import Footer, StitchError, copy_row_groups, read_footer
 from lake_core.stores.base import ObjectStore, SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.upsert_stream import Merge, Rewrite, chunks, streamable
@@ -315,7 +315,7 @@ class Copy:
     max: list[Any] | None
     count: int
     columns: dict[str, ColumnMeta]
-    footer: list[Any] | None = None  # the object's decoded footer, shared by its runs
+    footer: Footer | None = None  # the object's walked footer, shared by its runs
     pieces: list[bytes | memoryview] | None = None  # the new object's bytes, as planned
 
 
