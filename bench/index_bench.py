@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/index_bench.py            # sf 1, 3 rounds
     .venv/bin/python bench/index_bench.py --quick    # smoke run: sf 0.01, 1 round
+    .venv/bin/python bench/index_bench.py --seek-stride 1MB   # every pool at a 1 MiB stride
 
 Setup (outside the clock except the loads): lineitem (``/tmp/li1/lineitem.parquet`` at sf 1 when
 it exists, else tpchgen-cli's output under bench/data), plain strings, sorted by ``l_shipdate``.
@@ -15,6 +16,10 @@ it exists, else tpchgen-cli's output under bench/data), plain strings, sorted by
 - ``deltalake``: ``write_deltalake`` of the same sorted rows; lookups with
   ``DeltaTable.to_pyarrow_table(filters=[(col, "=", v)])`` (its file statistics prune files;
   delta-rs keeps no index).
+
+Every lakepool pool is created with ``--seek-stride`` (default 4MB, the pool default): an index
+narrows a lookup to row groups, so the stride sets how many bytes a found value costs; docs/cli.md
+("Search indexes") says which stride suits which lookups.
 
 Load time: each pool's load (one ``Pool.load`` of the whole table, the index built in the same
 commit), medians over rounds; the overhead is the indexed load over the stats-only load.
@@ -51,6 +56,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.workloads import lineitem_path, plain_strings, settle  # noqa: E402
 from lake_core import Lake  # noqa: E402
+from lake_core.units import format_size, parse_size  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 KEY = "l_shipdate:asc"
@@ -89,9 +95,11 @@ def lookup_values(table: pa.Table, column: str, n: int, seed: int = 15) -> list[
     return [(v, True) for v in present] + [(v, False) for v in absent]
 
 
-def load_pool(root: Path, name: str, column: str | None, kind: str | None, table: pa.Table) -> float:
+def load_pool(
+    root: Path, name: str, column: str | None, kind: str | None, table: pa.Table, stride: int
+) -> float:
     lake = Lake.init(str(root / name))
-    lake.create_pool("lineitem", KEY)
+    lake.create_pool("lineitem", KEY, seek_stride=stride)
     if column is not None and kind is not None:
         lake.create_index_rule("ix", column, kind)
     pool = lake.pool("lineitem")
@@ -129,7 +137,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--lookups", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="sf 0.01, 1 round, 2 lookups")
+    ap.add_argument("--seek-stride", default="4MB", help="every pool's seek stride (4MB)")
     args = ap.parse_args()
+    args.stride = parse_size(args.seek_stride)
     if args.quick:
         args.sf, args.rounds, args.lookups = 0.01, 1, 2
     table = base_table(args.sf)
@@ -140,7 +150,7 @@ def main() -> None:
         for r in range(args.rounds):
             for name, column, kind in POOLS:
                 shutil.rmtree(work / name, ignore_errors=True)
-                loads[name].append(load_pool(work, name, column, kind, table))
+                loads[name].append(load_pool(work, name, column, kind, table, args.stride))
                 log(f"round {r + 1}: load {name} {loads[name][-1]:.2f} s")
         from deltalake import write_deltalake
 
@@ -183,7 +193,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"index-sf{args.sf:g}.json").write_text(json.dumps(results, indent=1, default=str))
+    (OUT / f"index-sf{args.sf:g}-stride{args.seek_stride}.json").write_text(json.dumps(results, indent=1, default=str))
     print(report(results, args, data_bytes, table.num_rows))
 
 
@@ -196,7 +206,7 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
     base = statistics.median(loads["stats-only"])
     out = [
         f"lineitem sf {args.sf:g} ({rows:,} rows, {_mb(data_bytes)} in the pool) keyed "
-        f"`{KEY}`; {args.rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
+        f"`{KEY}`, seek stride {format_size(args.stride)}; {args.rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
         f"{platform.processor() or platform.machine()}.",
         "",
         "| pool | load (median) | vs stats-only | index bytes | of data |",

@@ -67,6 +67,12 @@ MODULES = [
     ),
     Module("upsert", "upsert_bench.py", (), ("--quick",)),
     Module("index", "index_bench.py", (), ("--quick",)),
+    Module(
+        "index-1mb",
+        "index_bench.py",
+        ("--seek-stride", "1MB"),
+        ("--quick", "--seek-stride", "1MB"),
+    ),
     Module("otree", "otree_bench.py", (), ("--quick",)),
     Module("derived", "derived_bench.py", (), ("--quick",)),
     Module("spark", "spark_bench.py", (), ("--sf", "0.01", "--repeat", "1")),

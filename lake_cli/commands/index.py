@@ -80,7 +80,10 @@ def _pool_names(rule: str, pools: tuple[str, ...]) -> tuple[str, ...]:
     epilog="examples:\n"
     "  lake index create by_user --field user\n"
     "  lake index create ops.by_trace --field trace_id --kind bloom --fpp 0.001\n"
-    "  lake index create by_user --field user --pool logs --pool audit -f json\n",
+    "  lake index create by_user --field user --pool logs --pool audit -f json\n"
+    "\n"
+    "A lookup reads the row groups an index points it to: for values scattered over the pool\n"
+    "key, create the pool with a finer row group (lake create … --seek-stride 1MB).\n",
 )
 @argument("rule", "RULE", "the rule: NAME or NAMESPACE.NAME (it covers pools of that namespace)")
 @option("--field", required=True, metavar="FIELD", help="the top-level field to index")

@@ -108,8 +108,9 @@ def init(lk: LakeContext) -> None:
     "--seek-stride",
     default="4MB",
     metavar="SIZE",
-    hidden=True,
-    help="bytes between seek points inside an object (tuning)",
+    help="uncompressed bytes per row group, the smallest unit a read fetches (default 4MB); "
+    "1MB suits lookups through a search index of values scattered over the key (they read "
+    "a quarter as much) at some load time (docs/cli.md, Search indexes)",
 )
 @option(
     "--layout",
