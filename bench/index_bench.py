@@ -115,7 +115,9 @@ def sizes(root: Path, name: str) -> tuple[int, int]:
     return snap.size, sum(m.size for m in snap.indexes.values())
 
 
-def lake_lookup(root: Path, name: str, column: str, value: Any) -> tuple[float, dict[str, int], int]:
+def lake_lookup(
+    root: Path, name: str, column: str, value: Any
+) -> tuple[float, dict[str, int], int]:
     pool = Lake.open(str(root / name)).pool("lineitem")
     t0 = time.perf_counter()
     scan = pool.scan(where=f"{column} = {_literal(value)}")
@@ -193,7 +195,9 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / f"index-sf{args.sf:g}-stride{args.seek_stride}.json").write_text(json.dumps(results, indent=1, default=str))
+    (OUT / f"index-sf{args.sf:g}-stride{args.seek_stride}.json").write_text(
+        json.dumps(results, indent=1, default=str)
+    )
     print(report(results, args, data_bytes, table.num_rows))
 
 
