@@ -170,8 +170,12 @@ def _merged(
     local: np.ndarray[Any, np.dtype[np.int64]],
     extra: pa.Table,
 ) -> pa.Table:
-    """Group ``i``'s rows and then ``extra``, taken in the order ``local``."""
-    return pa.concat_tables([_decode(r, i, schema), extra]).take(pa.array(local))
+    """Group ``i``'s rows and then ``extra``, taken in the order ``local``. Combined into one
+    chunk first: pyarrow's take across the two chunks cost five to eight times the copy and
+    the take together (17 ms against 3 ms for a lineitem row group of 24,244 rows), the
+    largest cost of a spread upsert after decoding and encoding."""
+    both = pa.concat_tables([_decode(r, i, schema), extra]).combine_chunks()
+    return both.take(pa.array(local))
 
 
 def _sorted_all(
