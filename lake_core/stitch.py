@@ -254,6 +254,8 @@ def _row_group(data: bytes, pos: int) -> tuple[_RowGroup, int]:
             count = head >> 4
             if count == 15:
                 count, pos = _get_varint(data, pos)
+            if head & 0x0F != _STRUCT:
+                raise StitchError("a row group whose column chunks are not structs")
             for _ in range(count):
                 first, chunk_end, pos = _column_chunk(data, pos, cutter)
                 begin = first if begin < 0 else min(begin, first)

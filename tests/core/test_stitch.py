@@ -110,6 +110,21 @@ def test_a_fragment_with_a_page_index_is_refused() -> None:
         parse_fragment(b"PAR1xxxx")
 
 
+def test_row_groups_with_bloom_filters_are_neither_stitched_nor_copied() -> None:
+    """A Parquet bloom filter sits behind the chunks with an offset in the footer that a move
+    would have to change: a fragment or a file that has one is refused."""
+    from lake_core.stitch import copy_row_groups
+
+    t = _table(100)
+    sink = pa.BufferOutputStream()
+    pq.write_table(t, sink, bloom_filter_options={"s": True})
+    data = sink.getvalue().to_pybytes()
+    with pytest.raises(StitchError, match="bloom filter"):
+        parse_fragment(data)
+    with pytest.raises(StitchError, match="bloom filter"):
+        copy_row_groups(data, 0, 1)
+
+
 def test_stats_from_the_footer_equal_stats_computed_from_the_rows() -> None:
     t = _table(5_000, seed=2)
     for start, n in [(0, 5_000), (0, 1), (100, 7), (4_000, 1_000)]:
