@@ -18,8 +18,14 @@ import click
 
 from lake_cli.commands import all_commands
 from lake_cli.context import LakeContext
-from lake_cli.parsing import LakeGroup
-from lake_core.errors import CommitStateUnknownError, LakeError, LakeWarning, UsageError
+from lake_cli.parsing import COMMAND_PATH, LakeGroup
+from lake_core.errors import (
+    CommitStateUnknownError,
+    LakeError,
+    LakeWarning,
+    NotServedError,
+    UsageError,
+)
 
 #: The environment variable of click's shell completion (``_LAKE_COMPLETE=bash_source lake``).
 COMPLETE_VAR = "_LAKE_COMPLETE"
@@ -40,6 +46,12 @@ class _Lake(LakeGroup):
         except CommitStateUnknownError as e:
             hint = f"; {unknown_commit_hint(e)}" if e.pool and e.branch else ""
             sys.stderr.write(f"error: {e}{hint}\n")
+            return 1
+        except NotServedError as e:
+            # A method the service lacks is named as the command that needed it.
+            command = ctx.meta.get(COMMAND_PATH)
+            shown = e.naming(command) if e.method and command else e
+            sys.stderr.write(f"error: {shown}\n")
             return 1
         except LakeError as e:
             sys.stderr.write(f"error: {e}\n")

@@ -35,6 +35,8 @@ _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")
 HELP_OPTIONS = ["-h", "--help"]
 #: ``ctx.meta`` key of the unknown words groups met on the way down, in the order met.
 _DEFERRED = "lake.unknown_words"
+#: ``ctx.meta`` key (shared by every context of a run): the command being run, as typed.
+COMMAND_PATH = "lake.command_path"
 
 
 class CommandLineError(click.UsageError):
@@ -392,6 +394,11 @@ class LakeCommand(click.Command):
             if reader.unknown:
                 _unknown_word(ctx, min(reader.unknown)[1])
         return super().parse_args(ctx, reader.click_args())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # The command as typed (``lake index apply``), for messages about the operation.
+        ctx.meta[COMMAND_PATH] = ctx.command_path
+        return super().invoke(ctx)
 
     def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
         """``[OPTIONS]``, then the required options, then the positionals."""

@@ -453,3 +453,24 @@ class LossyRewriteError(LakeError):
             "cannot hold exactly; rewriting its objects would change them, so nothing was "
             "committed"
         )
+
+
+class NotServedError(LakeError):
+    """An operation the lake service does not offer; run it beside the lake instead.
+    ``method``: ``what`` is the Python name of the method asked for (``Pool.verify``), which a
+    face may replace with its own name for the operation (:meth:`naming`)."""
+
+    def __init__(self, what: str, *, method: bool = False) -> None:
+        super().__init__(what)
+        self.what = what
+        self.method = method
+
+    def naming(self, what: str) -> NotServedError:
+        """The same refusal, the operation called ``what`` (``lake verify``)."""
+        return NotServedError(what)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.what} is not available through the lake service; run it with --lake set "
+            "to the lake's own location (docs/service.md lists what the service serves)"
+        )

@@ -27,7 +27,7 @@ import pyarrow as pa
 from lake_core.catalog.history import CatalogVersion
 from lake_core.clock import parse_iso, to_iso
 from lake_core.commit import Commit
-from lake_core.errors import LakeError, UsageError
+from lake_core.errors import NotServedError, UsageError
 from lake_core.names import MAIN, PoolName
 from lake_core.objects import ObjectMeta
 from lake_core.registry import PoolConfig
@@ -45,19 +45,7 @@ from lake_core.snapshot import Snapshot
 from lake_core.txn import DEFAULT_TXN_RETENTION
 from lake_core.writer import DEFAULT_SEEK_STRIDE, DEFAULT_TARGET_SIZE
 
-
-class NotServedError(LakeError):
-    """An operation the lake service does not offer; run it beside the lake instead."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-    def __str__(self) -> str:
-        return (
-            f"{self.what} is not available through the lake service; run it with --lake set "
-            "to the lake's own location (docs/service.md lists what the service serves)"
-        )
+__all__ = ["NotServedError", "RemoteLake", "RemotePool"]
 
 
 def _commit(doc: Any, where: str) -> Commit:
@@ -79,7 +67,7 @@ class RemoteLake:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise NotServedError(f"Lake.{name}")
+        raise NotServedError(f"Lake.{name}", method=True)
 
     def close(self) -> None:
         self.client.close()
@@ -281,7 +269,7 @@ class RemotePool:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise NotServedError(f"Pool.{name}")
+        raise NotServedError(f"Pool.{name}", method=True)
 
     def _path(self, *rest: str) -> str:
         return pool_path(self.name, *rest)

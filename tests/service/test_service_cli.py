@@ -248,9 +248,13 @@ def test_what_the_service_does_not_serve_fails_clearly(
     code, _, err = run(capsys, *remote(server), "verify", "-p", "logs")
     assert code == 1
     assert err == (
-        "error: Pool.verify is not available through the lake service; run it with --lake set "
+        "error: lake verify is not available through the lake service; run it with --lake set "
         "to the lake's own location (docs/service.md lists what the service serves)\n"
     )
+    # A command of a group is named whole, never by the Python method the service lacks.
+    code, _, err = run(capsys, *remote(server), "index", "apply", "-p", "logs", "by_user")
+    assert code == 1
+    assert err.startswith("error: lake index apply is not available through the lake service")
 
 
 @pytest.mark.parametrize("lake_uri", ["local"], indirect=True)
