@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, datetime
+from pathlib import Path
 from types import MappingProxyType
 
 import pyarrow as pa
@@ -112,3 +113,22 @@ def test_discarding_on_failure_keeps_objects_while_the_outcome_is_unknown(lake: 
     with pytest.raises(KeyboardInterrupt), discarding_on_failure(pool, written):
         raise KeyboardInterrupt
     assert not pool.store.exists(key)
+
+
+def test_backoff_sleeps_between_attempts_and_not_after_the_last(tmp_path: Path) -> None:
+    """A lost race sleeps before the next attempt; after the last one nothing follows but
+    RetriesExhaustedError, so it does not sleep."""
+    from lake_core.config import LakeConfig, RetryPolicy
+    from tests.clocks import FakeClock
+
+    clock = FakeClock()
+    retry = RetryPolicy(max_attempts=3, base_delay=1.0, max_delay=1.0)
+    pool = Lake.init(LakeConfig(uri=str(tmp_path / "lake"), clock=clock, retry=retry)).create_pool(
+        "p", "ts:asc"
+    )
+    slept: list[float] = []
+    clock.sleep = slept.append  # type: ignore[method-assign]
+    for attempt in range(retry.max_attempts):
+        pool.backoff(attempt)
+    assert len(slept) == retry.max_attempts - 1
+    assert all(0.0 <= s <= 1.0 for s in slept)
