@@ -127,7 +127,7 @@ def test_backoff_sleeps_between_attempts_and_not_after_the_last(tmp_path: Path) 
         "p", "ts:asc"
     )
     slept: list[float] = []
-    clock.sleep = slept.append  # type: ignore[method-assign]
+    clock.sleep = slept.append  # type: ignore[method-assign,assignment]
     for attempt in range(retry.max_attempts):
         pool.backoff(attempt)
     assert len(slept) == retry.max_attempts - 1
