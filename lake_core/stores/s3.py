@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
@@ -257,12 +258,33 @@ class S3ObjectStore(ObjectStore):
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
 
+    def _endpoint(self) -> str:
+        """The endpoint the client talks to, as ``scheme://host[:port]`` (never a user or
+        password someone put in the URL, nor its path)."""
+        url = urlsplit(str(self._client.meta.endpoint_url or ""))
+        host = url.hostname or "?"
+        return f"{url.scheme}://{host}" + (f":{url.port}" if url.port else "")
+
     def _error(self, key: str, err: Exception) -> ObjectStoreError:
         if isinstance(err, ClientError):
             detail = f"S3 {_code(err) or _status(err)} on s3://{self.bucket}/{self._key(key)}"
         else:
-            detail = f"S3 request failed: {type(err).__name__}"
+            # The endpoint is named: a connection that fails is most often a wrong or
+            # unreachable AWS_ENDPOINT_URL.
+            detail = f"S3 request to {self._endpoint()} failed: {type(err).__name__}"
         return ObjectStoreError(key, detail)
+
+    def _not_found(self, key: str, err: ClientError) -> Exception:
+        """What a GET answered 404 means: the object is missing when S3 says so (NoSuchKey);
+        a 404 without an S3 error code is an endpoint that is not S3 (a web server at
+        AWS_ENDPOINT_URL), which must not read as "no such object" (a lake not found)."""
+        if _code(err) in _NOT_FOUND and _code(err) != "404":
+            return ObjectNotFoundError(key)
+        return ObjectStoreError(
+            key,
+            f"the endpoint {self._endpoint()} answered HTTP 404 without an S3 error for "
+            f"s3://{self.bucket}/{self._key(key)}: is it an S3 service (AWS_ENDPOINT_URL)?",
+        )
 
     def arrow_location(self, key: str) -> tuple[Any, str]:
         """An Arrow S3 filesystem with the same endpoint, region and credentials as the
@@ -296,7 +318,7 @@ class S3ObjectStore(ObjectStore):
             return resp["Body"].read()
         except ClientError as e:
             if _code(e) in _NOT_FOUND:
-                raise ObjectNotFoundError(key) from None
+                raise self._not_found(key, e) from None
             raise self._error(key, e) from None
         except BotoCoreError as e:
             raise self._error(key, e) from None
@@ -312,7 +334,7 @@ class S3ObjectStore(ObjectStore):
             return resp["Body"].read()
         except ClientError as e:
             if _code(e) in _NOT_FOUND:
-                raise ObjectNotFoundError(key) from None
+                raise self._not_found(key, e) from None
             if _code(e) == "InvalidRange":
                 return b""
             raise self._error(key, e) from None

@@ -182,3 +182,54 @@ def test_an_at_sign_in_the_prefix_is_not_taken_for_credentials() -> None:
     store = open_store("s3://bucket/team@example/lake")
     assert isinstance(store, S3ObjectStore)
     assert (store.bucket, store.prefix) == ("bucket", "team@example/lake")
+
+
+def test_an_endpoint_that_is_not_s3_is_named_and_never_reads_as_a_missing_lake(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A web server at the endpoint answers a GET with a bare 404 (no S3 error code): that is
+    not "lake not found". An endpoint nobody listens on is named in the error. Neither message
+    shows a secret or the user info someone put in the endpoint URL. (A real HTTP server on
+    port 0, not S3; and a port just released, where nothing listens.)"""
+    import http.server
+    import socket
+    import threading
+
+    from lake_core.errors import ObjectNotFoundError, ObjectStoreError
+
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        config = S3Config(
+            endpoint_url=f"http://AKID:{SECRET}@127.0.0.1:{port}",
+            region="us-east-1",
+            access_key_id="AKID",
+            secret_access_key=SECRET,
+            addressing_style="path",
+        )
+        store = S3ObjectStore.from_uri("s3://bucket/lake", config=config)
+        with pytest.raises(ObjectStoreError) as err:
+            store.get("lake.json")
+        assert not isinstance(err.value, ObjectNotFoundError)
+        message = str(err.value)
+        assert f"the endpoint http://127.0.0.1:{port} answered HTTP 404 without an S3 error" in (
+            message
+        )
+        assert SECRET not in message and "AKID" not in message
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    config = S3Config(
+        endpoint_url=f"http://127.0.0.1:{closed}",
+        region="us-east-1",
+        access_key_id="AKID",
+        secret_access_key=SECRET,
+    )
+    store = S3ObjectStore.from_uri("s3://bucket/lake", config=config)
+    with pytest.raises(ObjectStoreError, match=rf"S3 request to http://127.0.0.1:{closed} failed"):
+        store.get("lake.json")
