@@ -30,7 +30,7 @@ the matching rows; per lookup the wall time (median over rounds) and, for lakepo
 of the row groups read (``--stats``' ``bytes_read``: column chunks of the rows groups opened,
 compressed) plus the bytes of index objects the lookup read (``index_bytes_read``: footers and
 index row groups) — the same scan on the stats-only pool gives the ratio. Prints one markdown section
-(progress on stderr) and the raw numbers to ``bench/out/index-sf<SF>.json``.
+(progress on stderr) and the raw numbers to ``bench/out/index-sf<SF>-stride<STRIDE>.json``.
 """
 
 from __future__ import annotations

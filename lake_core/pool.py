@@ -338,12 +338,13 @@ class Pool:
                 self.backoff(attempt)
         raise RetriesExhaustedError(what, retry.max_attempts)
 
-    def backoff(self, attempt: int) -> None:
-        """Sleep a jittered, exponentially growing time after losing race ``attempt`` (counted
-        from 0; the callers' loops run ``retry.max_attempts`` times). Not after the last one:
-        nothing follows it but the caller's RetriesExhaustedError."""
+    def backoff(self, attempt: int, attempts: int | None = None) -> None:
+        """Sleep a jittered, exponentially growing time after losing race ``attempt`` of
+        ``attempts`` (counted from 0; default ``retry.max_attempts``, what most callers'
+        loops run). Not after the last one: nothing follows it but the caller's
+        RetriesExhaustedError."""
         retry = self.lake_config.retry
-        if attempt + 1 >= retry.max_attempts:
+        if attempt + 1 >= (retry.max_attempts if attempts is None else attempts):
             return
         delay = min(retry.max_delay, retry.base_delay * (2 ** min(attempt, 20)))
         self.clock.sleep(self._rng.uniform(0, delay))

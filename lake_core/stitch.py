@@ -392,6 +392,8 @@ def read_footer(data: bytes | memoryview) -> Footer:
         return _walk_footer(bytes(view[start : len(view) - 8]))
     except IndexError:
         raise StitchError("a truncated Thrift struct") from None
+    except RecursionError:  # corrupt bytes read as structs nested thousands deep
+        raise StitchError("a Thrift struct nested too deep") from None
 
 
 class Fragment:

@@ -341,10 +341,13 @@ def write_sorted(
                 on_object(meta)
 
         def submit(group: pa.Table) -> None:
-            # The write's first group is waited for at once: encoded on this thread.
-            via = _INLINE if done.rows == 0 and not building else ex
+            # The write's first group is waited for at once: encoded on this thread, its
+            # footer walked only if its object is stitched (a write of one group never is).
+            inline = done.rows == 0 and not building
+            via = _INLINE if inline else ex
+            walk = not tiny and not inline
             building.append(
-                via.submit(_encode_group, group, schema, encoding, key_names, tap, not tiny)
+                via.submit(_encode_group, group, schema, encoding, key_names, tap, walk)
             )
 
         try:
@@ -421,9 +424,10 @@ def _encode_group(
     walk_footer: bool,
 ) -> EncodedGroup:
     """:func:`~lake_core.encode.encode_group`, and the fragment's footer walked here when it
-    is likely to be stitched (any write but a tiny one): on the encoding thread, while other
-    groups encode, rather than on the writer's thread when the object is stitched, where no
-    encoding overlaps it (a fifth of the load's samples at a 1 MiB seek stride)."""
+    is likely to be stitched (a group encoded on a worker: the write has more than one): on
+    the encoding thread, while other groups encode, rather than on the writer's thread when
+    the object is stitched, where no encoding overlaps it (a fifth of the load's samples at a
+    1 MiB seek stride)."""
     encoded = encode_group(group, schema, encoding, key_names, tap)
     if walk_footer:
         encoded.fragment.footer  # noqa: B018 - walks and keeps it

@@ -294,7 +294,7 @@ def spark_upsert(
                 e, RetriesExhaustedError | WriteWindowExpiredError | CatalogConflictError
             ):
                 raise
-            pool.backoff(attempt)  # what it wrote is removed: re-plan from the new tip
+            pool.backoff(attempt, MAX_ATTEMPTS)  # what it wrote is removed: re-plan
     raise RetriesExhaustedError(f"upsert into {pool.name}@{branch}", MAX_ATTEMPTS)
 
 

@@ -262,8 +262,9 @@ class S3ObjectStore(ObjectStore):
         """The endpoint the client talks to, as ``scheme://host[:port]`` (never a user or
         password someone put in the URL, nor its path)."""
         url = urlsplit(str(self._client.meta.endpoint_url or ""))
-        host = url.hostname or "?"
-        return f"{url.scheme}://{host}" + (f":{url.port}" if url.port else "")
+        # The network location after any user info, as written (``url.port`` raises on a port
+        # that is out of range or not a number, which botocore lets through to the request).
+        return f"{url.scheme}://{url.netloc.rpartition('@')[2] or '?'}"
 
     def _error(self, key: str, err: Exception) -> ObjectStoreError:
         if isinstance(err, ClientError):

@@ -132,3 +132,8 @@ def test_backoff_sleeps_between_attempts_and_not_after_the_last(tmp_path: Path) 
         pool.backoff(attempt)
     assert len(slept) == retry.max_attempts - 1
     assert all(0.0 <= s <= 1.0 for s in slept)
+    # A caller with a budget of its own (the Spark upsert's eight plans) says so.
+    slept.clear()
+    for attempt in range(8):
+        pool.backoff(attempt, 8)
+    assert len(slept) == 7

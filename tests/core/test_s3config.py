@@ -233,3 +233,11 @@ def test_an_endpoint_that_is_not_s3_is_named_and_never_reads_as_a_missing_lake(
     store = S3ObjectStore.from_uri("s3://bucket/lake", config=config)
     with pytest.raises(ObjectStoreError, match=rf"S3 request to http://127.0.0.1:{closed} failed"):
         store.get("lake.json")
+    # A port no socket can have: botocore takes the URL, the request fails; the message
+    # names it as written (urllib refuses to parse such a port).
+    bad = S3Config(
+        endpoint_url="http://127.0.0.1:99999", access_key_id="AKID", secret_access_key=SECRET
+    )
+    store = S3ObjectStore.from_uri("s3://bucket/lake", config=bad)
+    with pytest.raises(ObjectStoreError, match=r"S3 request to http://127.0.0.1:99999 failed"):
+        store.get("lake.json")

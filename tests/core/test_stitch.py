@@ -268,6 +268,10 @@ def test_a_walked_footer_gives_back_the_writers_bytes() -> None:
         assert b"".join(copy_row_groups(data, 0, 17, footer)) == data
         with pytest.raises(StitchError):
             read_footer(data[: len(data) - 8 - length // 2] + data[-8:])
+    # Bytes that read as structs nested thousands deep: refused, not a RecursionError.
+    deep = b"\x1c" * 5000
+    with pytest.raises(StitchError, match="nested too deep"):
+        read_footer(b"PAR1" + deep + st.pack("<I", len(deep)) + b"PAR1")
 
 
 class _Tap:
