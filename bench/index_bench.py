@@ -246,7 +246,9 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
             bi, bs = data_read + index_read, lk["stats"]["stats"]["bytes_read"]
             s = lk["seconds"]
             fewer = f"{bs / bi:,.0f}×" if bi else "all"
-            label = str(lk["value"]) + ("" if lk["present"] else " (absent)")
+            label = str(lk["value"])
+            if not lk["present"] and not label.endswith("(absent)"):
+                label += " (absent)"  # absent text values say so already (lookup_values)
             out.append(
                 f"| {name} | {label[:32]} | {lk['rows']} | {_mb(data_read)} + {_mb(index_read)} "
                 f"/ {_mb(bs)} | {fewer} | "
