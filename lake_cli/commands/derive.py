@@ -119,7 +119,9 @@ def derive_ls(lk: LakeContext, fmt: str) -> None:
     from lake_core.derived.maintain import list_derived
 
     write_records(
-        list_derived(lk.lake()), fmt, columns=["name", "source", "reflects", "current", "sql"]
+        list_derived(lk.lake()),
+        fmt,
+        columns=["name", "source", "source_live", "reflects", "current", "sql"],
     )
 
 

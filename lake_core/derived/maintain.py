@@ -467,24 +467,29 @@ def drop_derived(lake: Lake, name: str) -> None:
 
 
 def list_derived(lake: Lake) -> list[dict[str, Any]]:
-    """Every derived pool: name, source, definition, reflected source commit, and whether it
-    is current (the source's main tip)."""
+    """Every derived pool: name, source, definition, reflected source commit, whether it is
+    current (the source's main tip) and whether its source is live. The source is named as
+    the definition reads it, also once that pool is dropped (``source_live`` false: the
+    derived pool can no longer refresh; a pool created since under the name is another
+    pool, which it does not follow)."""
     out = []
-    by_id = {c.id: str(c.name) for c in lake.pools()}
-    for config in lake.pools():
+    configs = lake.pools()
+    by_id = {c.id: str(c.name) for c in configs}
+    for config in configs:
         if config.derived is None:
             continue
         pool = lake.pool(str(config.name))
-        source_name = by_id.get(config.derived.source_id)
-        source_tip = lake.pool(source_name).tip(MAIN) if source_name else None
+        live_name = by_id.get(config.derived.source_id)
+        source_tip = lake.pool(live_name).tip(MAIN) if live_name else None
         at = reflected(pool)
         out.append(
             {
                 "name": str(config.name),
-                "source": source_name,
+                "source": live_name or parse_definition(config.derived.sql).source,
                 "sql": config.derived.sql,
                 "reflects": at,
-                "current": source_name is not None and at == source_tip,
+                "current": live_name is not None and at == source_tip,
+                "source_live": live_name is not None,
             }
         )
     return out

@@ -138,7 +138,12 @@ def test_derive_refresh_after_the_source_is_dropped(
     L: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ok(capsys, *L, "derive", "create", "hourly", "--from", "flights", "--as", DEFINITION)
+    [row] = records(ok(capsys, *L, "derive", "ls", "-f", "json"))
+    assert (row["source"], row["source_live"]) == ("flights", True)
     ok(capsys, *L, "drop", "flights", "--force")
+    # Still named, as the definition reads it, and marked as gone.
+    [row] = records(ok(capsys, *L, "derive", "ls", "-f", "json"))
+    assert (row["source"], row["source_live"], row["current"]) == ("flights", False, False)
     before = ok(capsys, *L, "log", "-p", "hourly", "-f", "json")
     code, out, err = run(capsys, *L, "derive", "refresh", "hourly")
     # The missing source is named, with the way out; nothing is committed.
