@@ -105,12 +105,15 @@ class AlreadyExistsError(LakeError, FileExistsError):
 
 
 class ObjectStoreError(LakeError, OSError):
-    """The object store failed (I/O, permissions, network). ``key`` names the object."""
+    """The object store failed (I/O, permissions, network). ``key`` names the object.
+    ``transient``: whether trying again later may succeed (an outage, a timeout, a throttle);
+    false for what stays failing until someone acts (access denied, a full disk)."""
 
-    def __init__(self, key: str, detail: str) -> None:
+    def __init__(self, key: str, detail: str, *, transient: bool = True) -> None:
         super().__init__(key, detail)
         self.key = key
         self.detail = detail
+        self.transient = transient
 
     def __str__(self) -> str:
         return f"{self.key}: {self.detail}"

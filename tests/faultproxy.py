@@ -194,7 +194,12 @@ class FaultProxy:
             return "pass", None
 
 
-_ERROR_CODES = {500: "InternalError", 502: "BadGateway", 503: "ServiceUnavailable"}
+_ERROR_CODES = {
+    403: "AccessDenied",
+    500: "InternalError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+}
 
 
 class _Handler(BaseHTTPRequestHandler):

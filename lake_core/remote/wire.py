@@ -85,9 +85,10 @@ class RemoteUsageError(UsageError):
 
 def status_of(error: LakeError) -> int:
     """The HTTP status of a lake error: 404 not found, 409 conflicts, 400 usage, 503 a lock
-    not available or the lake's store failing (an outage behind the service, not the
+    not available or the lake's store failing for now (an outage behind the service, not the
     request's fault: a client may retry), 500 an unknown commit outcome (the client must
-    look), else 422."""
+    look) or a store failing until someone acts (access denied, a full disk: retrying does
+    not help), else 422."""
     if isinstance(error, NotFoundError):
         return 404
     if isinstance(error, AlreadyExistsError | CommitConflictError | EmptyTransactionError):
@@ -96,6 +97,8 @@ def status_of(error: LakeError) -> int:
         return 400
     if isinstance(error, CommitStateUnknownError | DurabilityUnknownError):
         return 500  # an outcome to look at, not a store to retry
+    if isinstance(error, ObjectStoreError) and not error.transient:
+        return 500
     if isinstance(error, LockError | ObjectStoreError):
         return 503
     return 422

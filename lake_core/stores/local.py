@@ -101,6 +101,13 @@ def fsync_all(paths: list[str]) -> None:
         raise first
 
 
+#: OS errors that stay until someone acts (permissions, a full or read-only disk, a quota):
+#: not worth retrying (:attr:`ObjectStoreError.transient`).
+_LASTING_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENAMETOOLONG}
+)
+
+
 class LocalObjectStore(ObjectStore):
     """Objects are files under ``root``; keys map to relative paths."""
 
@@ -124,7 +131,10 @@ class LocalObjectStore(ObjectStore):
     def _failed(self, key: str, e: OSError) -> ObjectStoreError:
         """The store error for an OS failure on ``key``, naming the full path: the key alone
         is relative to a root the user may not see (a lake at a file, an export's DEST)."""
-        return ObjectStoreError(key, f"{e.strerror or e} ({self.root / key})")
+        lasting = e.errno in _LASTING_ERRNOS
+        return ObjectStoreError(
+            key, f"{e.strerror or e} ({self.root / key})", transient=not lasting
+        )
 
     def local_path(self, key: str) -> str | None:
         return str(self._path(key))

@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+#: Answers that stay until someone changes credentials or policies (not transient).
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled"}
 _CONFLICT_RETRIES = 20
 #: Largest put a deferring view runs in the background; larger ones wait on the caller.
 DEFER_MAX_OBJECT = 8 << 20
@@ -269,6 +271,9 @@ class S3ObjectStore(ObjectStore):
     def _error(self, key: str, err: Exception) -> ObjectStoreError:
         if isinstance(err, ClientError):
             detail = f"S3 {_code(err) or _status(err)} on s3://{self.bucket}/{self._key(key)}"
+            if _code(err) in _DENIED or _status(err) == 403:
+                # Credentials or a policy: trying again later fails the same way.
+                return ObjectStoreError(key, detail, transient=False)
         else:
             # The endpoint is named: a connection that fails is most often a wrong or
             # unreachable AWS_ENDPOINT_URL.

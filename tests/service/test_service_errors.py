@@ -4,6 +4,8 @@
   or a ZooKeeper nobody answers at;
 - an unknown commit outcome (the journal append landed, its answer was lost) is 500, and it
   resolves through the service as the message says;
+- the store failing for now (S3 answering 503) is 503; failing until someone acts (S3
+  answering AccessDenied, a full disk) is 500;
 - anything unexpected is 500 ``internal error (TypeName); see the server log``, its details
   in the server log only.
 
@@ -395,3 +397,63 @@ def test_a_store_outage_behind_the_service_is_503_and_it_recovers(
             assert [r["ts"] for r in served_rows(server)] == [1, 2, 3]
         finally:
             stop_server(server)
+
+
+def test_a_store_that_denies_access_behind_the_service_is_500_not_retryable(
+    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """S3 answering AccessDenied (403: the server's credentials or a bucket policy) fails the
+    same way until someone acts: 500 ``ObjectStoreError``, so clients do not retry it as they
+    would a 503 outage. The CLI through the service says it in one line, exit 1."""
+    uri = f"s3://{s3_bucket}/lake"
+    seed_lake(uri)
+    with proxied(s3_endpoint, monkeypatch, seed=12, tries=2) as proxy:
+        server = start_server(uri, tmp_path)
+        try:
+            proxy.add(Rule("error", times=None, status=403))
+            with server.client("read") as c:
+                raw = c.get("/v1/pools/logs/log")
+            assert raw.status_code == 500, raw.text
+            assert raw.json()["type"] == "ObjectStoreError"
+            assert "AccessDenied" in raw.json()["error"]
+            res = lake_cli(*remote(server), "log", "-p", "logs")
+            assert res.returncode == 1 and error_line(res).startswith("error: "), res.stderr
+            assert "AccessDenied" in error_line(res) and "Traceback" not in res.stderr
+            proxy.clear()
+            with server.client("read") as c:
+                assert c.get("/v1/pools/logs/log").status_code == 200
+        finally:
+            stop_server(server)
+
+
+def test_lasting_store_failures_are_not_transient() -> None:
+    """Which store failures are worth retrying (unit level: a full disk cannot be made here,
+    and root ignores file permissions, so the errors are built as the stores build them)."""
+    import errno
+
+    from botocore.exceptions import ClientError
+
+    from lake_core.remote.wire import status_of
+    from lake_core.stores import S3Config
+    from lake_core.stores.local import LocalObjectStore
+    from lake_core.stores.s3 import S3ObjectStore
+
+    local = LocalObjectStore("/tmp")
+    full = local._failed("k", OSError(errno.ENOSPC, "No space left on device"))
+    flaky = local._failed("k", OSError(errno.EIO, "Input/output error"))
+    assert (full.transient, flaky.transient) == (False, True)
+    assert (status_of(full), status_of(flaky)) == (500, 503)
+    s3 = S3ObjectStore.from_uri(
+        "s3://bucket/lake",
+        config=S3Config(
+            endpoint_url="http://127.0.0.1:1", access_key_id="x", secret_access_key="y"
+        ),
+    )
+    denied = ClientError(
+        {"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}},
+        "GetObject",
+    )
+    slow = ClientError(
+        {"Error": {"Code": "SlowDown"}, "ResponseMetadata": {"HTTPStatusCode": 503}}, "GetObject"
+    )
+    assert (s3._error("k", denied).transient, s3._error("k", slow).transient) == (False, True)
