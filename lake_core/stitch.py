@@ -89,6 +89,16 @@ def _skip_varint(data: bytes, pos: int) -> int:
     return pos + 1
 
 
+def _list_head(data: bytes, pos: int) -> tuple[int, int, int]:
+    """(size, element type, position of the first element) of the list header at ``data[pos]``."""
+    head = data[pos]
+    size, etype = head >> 4, head & 0x0F
+    if size == 15:
+        size, after = _get_varint(data, pos + 1)
+        return size, etype, after
+    return size, etype, pos + 1
+
+
 def _skip(data: bytes, pos: int, ctype: int) -> int:
     """The position after the value of type ``ctype`` at ``data[pos]``."""
     if _I16 <= ctype <= _I64:
@@ -99,11 +109,7 @@ def _skip(data: bytes, pos: int, ctype: int) -> int:
     if ctype == _STRUCT:
         return _skip_struct(data, pos)
     if ctype in (_LIST, _SET):
-        head = data[pos]
-        pos += 1
-        size, etype = head >> 4, head & 0x0F
-        if size == 15:
-            size, pos = _get_varint(data, pos)
+        size, etype, pos = _list_head(data, pos)
         if etype in (_TRUE, _FALSE, _BYTE):  # in a collection a bool is one byte
             return pos + size
         if etype == _DOUBLE:
@@ -204,10 +210,14 @@ class _Cutter:
         self.parts: list[bytes] = []
         self.cuts: list[tuple[int, int]] = []
 
-    def cut(self, start: int, end: int, kind: int, value: int) -> None:
-        self.parts.append(self.data[self.at : start])
+    def cut_int(self, pos: int, kind: int) -> tuple[int, int]:
+        """Cut at the integer whose value starts at ``pos`` (a file offset, or the ordinal:
+        ``kind``): (its value, the position after it)."""
+        value, end = _get_int(self.data, pos)
+        self.parts.append(self.data[self.at : pos])
         self.cuts.append((kind, value))
         self.at = end
+        return value, end
 
 
 def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
@@ -221,10 +231,7 @@ def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]
         if ctype == _STOP:
             break
         if fid in _MOVED_PAGES and ctype == _I64:
-            value, end = _get_int(data, pos)
-            cutter.cut(pos, end, _OFFSET, value)
-            pages[fid] = value
-            pos = end
+            pages[fid], pos = cutter.cut_int(pos, _OFFSET)
         elif fid == _CM_COMPRESSED_SIZE and ctype == _I64:
             size, pos = _get_int(data, pos)
         elif fid == _CM_BLOOM_FILTER:
@@ -249,25 +256,17 @@ def _row_group(data: bytes, pos: int) -> tuple[_RowGroup, int]:
         if ctype == _STOP:
             break
         if fid == _RG_COLUMNS and ctype == _LIST:
-            head = data[pos]
-            pos += 1
-            count = head >> 4
-            if count == 15:
-                count, pos = _get_varint(data, pos)
-            if head & 0x0F != _STRUCT:
+            count, etype, pos = _list_head(data, pos)
+            if etype != _STRUCT:
                 raise StitchError("a row group whose column chunks are not structs")
             for _ in range(count):
                 first, chunk_end, pos = _column_chunk(data, pos, cutter)
                 begin = first if begin < 0 else min(begin, first)
                 end = max(end, chunk_end)
         elif fid == _RG_FILE_OFFSET and ctype == _I64:
-            value, after = _get_int(data, pos)
-            cutter.cut(pos, after, _OFFSET, value)
-            pos = after
+            _, pos = cutter.cut_int(pos, _OFFSET)
         elif fid == _RG_ORDINAL and ctype == _I16:
-            value, after = _get_int(data, pos)
-            cutter.cut(pos, after, _ORDINAL, value)
-            pos = after
+            _, pos = cutter.cut_int(pos, _ORDINAL)
         elif fid == _RG_NUM_ROWS and ctype == _I64:
             rows, pos = _get_int(data, pos)
         elif ctype > _FALSE:
@@ -288,10 +287,10 @@ def _column_chunk(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int
         if ctype == _STOP:
             break
         if fid == _CC_FILE_OFFSET and ctype == _I64:
-            value, after = _get_int(data, pos)
-            if value:  # a writer that leaves the deprecated offset 0 keeps it 0
-                cutter.cut(pos, after, _OFFSET, value)
-            pos = after
+            if _get_int(data, pos)[0]:
+                _, pos = cutter.cut_int(pos, _OFFSET)
+            else:  # a writer that leaves the deprecated offset 0 keeps it 0
+                pos = _skip_varint(data, pos)
         elif fid == _CC_META and ctype == _STRUCT:
             first, chunk_end, pos = _column_meta(data, pos, cutter)
         elif fid in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET):
@@ -311,35 +310,26 @@ class Footer:
 
     data: bytes
     rows_span: tuple[int, int]  # the file's num_rows value
-    groups_span: tuple[int, int]  # the row_groups list, its header included
-    groups_type: int  # the list's element type byte (a struct)
+    groups_span: tuple[int, int]  # the row_groups list, its header included (after rows_span)
     groups: tuple[_RowGroup, ...]
 
     def with_groups(self, groups: Sequence[_RowGroup], shifts: Sequence[int]) -> bytes:
         """This footer listing ``groups`` (group ``i`` moved by ``shifts[i]``, ordinal ``i``)
         instead of its own, and their rows as the file's."""
-        out = bytearray()
-        edits = sorted(
-            [(self.rows_span, "rows"), (self.groups_span, "groups")], key=lambda e: e[0][0]
-        )
-        at = 0
-        for (start, end), what in edits:
-            out += self.data[at:start]
-            if what == "rows":
-                _put_varint(out, _zigzag64(sum(g.rows for g in groups)))
-            else:
-                out += _list_header(len(groups), self.groups_type)
-                for i, (group, shift) in enumerate(zip(groups, shifts, strict=True)):
-                    group.moved(out, shift, i)
-            at = end
-        out += self.data[at:]
+        (rows_at, rows_end), (groups_at, groups_end) = self.rows_span, self.groups_span
+        out = bytearray(self.data[:rows_at])
+        _put_varint(out, _zigzag64(sum(g.rows for g in groups)))
+        out += self.data[rows_end:groups_at]
+        out += _list_header(len(groups), _STRUCT)
+        for i, (group, shift) in enumerate(zip(groups, shifts, strict=True)):
+            group.moved(out, shift, i)
+        out += self.data[groups_end:]
         return bytes(out)
 
 
 def _walk_footer(data: bytes) -> Footer:
     rows_span = groups_span = None
     groups: list[_RowGroup] = []
-    groups_type = _STRUCT
     pos = last = 0
     while True:
         fid, ctype, pos = _field_header(data, pos, last)
@@ -351,12 +341,8 @@ def _walk_footer(data: bytes) -> Footer:
             pos = after
         elif fid == _FILE_ROW_GROUPS and ctype == _LIST:
             start = pos
-            head = data[pos]
-            pos += 1
-            count, groups_type = head >> 4, head & 0x0F
-            if count == 15:
-                count, pos = _get_varint(data, pos)
-            if groups_type != _STRUCT:
+            count, etype, pos = _list_head(data, pos)
+            if etype != _STRUCT:
                 raise StitchError("a footer whose row groups are not structs")
             for _ in range(count):
                 group, pos = _row_group(data, pos)
@@ -369,7 +355,9 @@ def _walk_footer(data: bytes) -> Footer:
         raise StitchError(f"{len(data) - pos} bytes after the footer's struct")
     if rows_span is None or groups_span is None:
         raise StitchError("a footer without a row count or row groups")
-    return Footer(data, rows_span, groups_span, groups_type, tuple(groups))
+    if rows_span[1] > groups_span[0]:  # writers put fields in id order: num_rows first
+        raise StitchError("a footer listing its row groups before its row count")
+    return Footer(data, rows_span, groups_span, tuple(groups))
 
 
 def _footer_start(view: memoryview) -> int:
