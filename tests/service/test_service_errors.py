@@ -372,56 +372,44 @@ def test_a_password_in_the_service_url_never_shows_in_errors() -> None:
     assert "Pa55-secret" not in str(err.value)
 
 
-def test_a_store_outage_behind_the_service_is_503_and_it_recovers(
-    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    ("s3_status", "s3_code", "served"),
+    [(503, "ServiceUnavailable", 503), (403, "AccessDenied", 500)],
+    ids=["outage-503", "access-denied-500"],
+)
+def test_a_failing_store_behind_the_service_is_5xx_and_it_recovers(
+    s3_endpoint: str,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    s3_status: int,
+    s3_code: str,
+    served: int,
 ) -> None:
-    """S3 refusing every request behind the service is the store's outage, not the client's
-    mistake: 503 with ``ObjectStoreError`` (retryable), not 422; the CLI through the service
-    says it in one line, exit 1; once S3 answers again the same request succeeds."""
+    """S3 failing every request behind the service is the store's failure, not the client's
+    mistake: an outage (503) answers 503 ``ObjectStoreError`` (retryable), not 422; access
+    denied (403: the server's credentials or a bucket policy) fails the same way until
+    someone acts, so it answers 500 and clients do not retry it. The CLI through the service
+    says it in one line naming S3's code, exit 1; once S3 answers again the same request
+    succeeds."""
     uri = f"s3://{s3_bucket}/lake"
     seed_lake(uri)
     with proxied(s3_endpoint, monkeypatch, seed=11, tries=2) as proxy:
         server = start_server(uri, tmp_path)
         try:
-            proxy.add(Rule("error", times=None, status=503))
+            proxy.add(Rule("error", times=None, status=s3_status))
             with server.client("read") as c:
                 raw = c.get("/v1/pools/logs/log")
-            assert raw.status_code == 503, raw.text
+            assert raw.status_code == served, raw.text
             assert raw.json()["type"] == "ObjectStoreError"
+            assert s3_code in raw.json()["error"]
             res = lake_cli(*remote(server), "log", "-p", "logs")
             assert res.returncode == 1 and error_line(res).startswith("error: "), res.stderr
-            assert "Traceback" not in res.stderr
+            assert s3_code in error_line(res) and "Traceback" not in res.stderr
             proxy.clear()
             with server.client("read") as c:
                 assert c.get("/v1/pools/logs/log").status_code == 200
             assert [r["ts"] for r in served_rows(server)] == [1, 2, 3]
-        finally:
-            stop_server(server)
-
-
-def test_a_store_that_denies_access_behind_the_service_is_500_not_retryable(
-    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """S3 answering AccessDenied (403: the server's credentials or a bucket policy) fails the
-    same way until someone acts: 500 ``ObjectStoreError``, so clients do not retry it as they
-    would a 503 outage. The CLI through the service says it in one line, exit 1."""
-    uri = f"s3://{s3_bucket}/lake"
-    seed_lake(uri)
-    with proxied(s3_endpoint, monkeypatch, seed=12, tries=2) as proxy:
-        server = start_server(uri, tmp_path)
-        try:
-            proxy.add(Rule("error", times=None, status=403))
-            with server.client("read") as c:
-                raw = c.get("/v1/pools/logs/log")
-            assert raw.status_code == 500, raw.text
-            assert raw.json()["type"] == "ObjectStoreError"
-            assert "AccessDenied" in raw.json()["error"]
-            res = lake_cli(*remote(server), "log", "-p", "logs")
-            assert res.returncode == 1 and error_line(res).startswith("error: "), res.stderr
-            assert "AccessDenied" in error_line(res) and "Traceback" not in res.stderr
-            proxy.clear()
-            with server.client("read") as c:
-                assert c.get("/v1/pools/logs/log").status_code == 200
         finally:
             stop_server(server)
 
