@@ -345,9 +345,8 @@ def write_sorted(
             # footer walked only if its object is stitched (a write of one group never is).
             inline = done.rows == 0 and not building
             via = _INLINE if inline else ex
-            walk = not tiny and not inline
             building.append(
-                via.submit(_encode_group, group, schema, encoding, key_names, tap, walk)
+                via.submit(_encode_group, group, schema, encoding, key_names, tap, not inline)
             )
 
         try:

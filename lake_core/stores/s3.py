@@ -284,7 +284,7 @@ class S3ObjectStore(ObjectStore):
         """What a GET answered 404 means: the object is missing when S3 says so (NoSuchKey);
         a 404 without an S3 error code is an endpoint that is not S3 (a web server at
         AWS_ENDPOINT_URL), which must not read as "no such object" (a lake not found)."""
-        if _code(err) in _NOT_FOUND and _code(err) != "404":
+        if _code(err) != "404":  # botocore's code when the body held no S3 error
             return ObjectNotFoundError(key)
         return ObjectStoreError(
             key,
