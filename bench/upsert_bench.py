@@ -28,7 +28,8 @@ which TPC-H never uses), in a shuffled order:
 
 Each round copies the loaded pool and Delta table (outside the clock) and runs each system's
 upsert in a fresh child process, which reads the change set and opens the pool or table before
-the clock starts and stops it when the commit returns; the order of the systems rotates per
+the clock starts and stops it when the commit returns (CPU-s: the child's user + system time
+over the same span, every thread); the order of the systems rotates per
 round. After the clock the child checks the result: the row count (base + new keys) and the
 number of rows carrying the new comment (every incoming row) must be the same on every side.
 Bytes rewritten: lakepool's ``UpsertResult.bytes_rewritten`` (stored bytes of the objects the
@@ -44,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -167,18 +169,25 @@ def _counts(table: pa.Table) -> dict[str, int]:
     }
 
 
+def cpu_seconds() -> float:
+    """This process's user + system CPU time so far (every thread)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def lake_upsert(path: str, changes: str) -> dict[str, Any]:
     """Child process: one upsert into the copied pool, then its checks (outside the clock)."""
     source = pq.read_table(changes)
     pool = Lake.open(path).pool("lineitem")
     objects_before = len(pool.snapshot(pool.tip()).objects)
     settle()
-    t0 = time.perf_counter()
+    cpu, t0 = cpu_seconds(), time.perf_counter()
     result = pool.upsert([source])
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu
     after = pool.read(columns=["l_comment"])
     return {
         "seconds": seconds,
+        "cpu": cpu,
         "bytes_rewritten": result.bytes_rewritten,
         "bytes_written": result.bytes_written,
         "files": objects_before,
@@ -204,7 +213,7 @@ def delta_upsert(path: str, changes: str, streamed: bool) -> dict[str, Any]:
     dt = DeltaTable(path)
     before = _delta_files(dt)
     settle()
-    t0 = time.perf_counter()
+    cpu, t0 = cpu_seconds(), time.perf_counter()
     metrics = (
         dt.merge(
             source, predicate=PREDICATE, source_alias="s", target_alias="t", streamed_exec=streamed
@@ -213,13 +222,14 @@ def delta_upsert(path: str, changes: str, streamed: bool) -> dict[str, Any]:
         .when_not_matched_insert_all()
         .execute()
     )
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu
     after_table = DeltaTable(path)
     after = _delta_files(after_table)
     removed = set(before) - set(after)
     added = set(after) - set(before)
     return {
         "seconds": seconds,
+        "cpu": cpu,
         "bytes_rewritten": sum(before[p] for p in removed),
         "bytes_written": sum(after[p] for p in added),
         "files": len(before),
@@ -275,9 +285,10 @@ def report(res: dict[str, Any]) -> str:
         f"deltalake {res['deltalake']}; 1-min load average {min(res['loads']):.1f}–"
         f"{max(res['loads']):.1f} (a shared machine: other engineers' jobs ran alongside)",
         "",
-        "| change set | system | seconds, median (range) | files read / rewritten / in table "
-        "| bytes rewritten | bytes written | deltalake ÷ lakepool time |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| change set | system | seconds, median (range) | CPU-s, median (range) "
+        "| files read / rewritten / in table | bytes rewritten | bytes written "
+        "| deltalake ÷ lakepool time |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     goals = []
     for kind in WORKLOADS:
@@ -288,6 +299,7 @@ def report(res: dict[str, Any]) -> str:
             ratio = "" if s == "lakepool" else f"{med[s] / med['lakepool']:.1f}x"
             lines.append(
                 f"| {kind} | {s} | {_range([r['seconds'] for r in rs])} | "
+                f"{_range([r.get('cpu', float('nan')) for r in rs])} | "
                 f"{'–' if r0['files_read'] is None else r0['files_read']} / "
                 f"{r0['files_rewritten']} / {r0['files']} | "
                 f"{format_size(r0['bytes_rewritten'])} | {format_size(r0['bytes_written'])} | "
