@@ -36,6 +36,7 @@ applied to P, whatever landed between planning and committing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -374,13 +375,68 @@ def _open(pool: Pool, obj: ObjectMeta) -> _Target:
     return _Target(obj, data, file)
 
 
-def _open_all(pool: Pool, objects: Sequence[ObjectMeta]) -> list[_Target]:
-    """:func:`_open` of each; in parallel where a read waits on the network."""
-    remote = objects and pool.store.local_path(pool.layout.data(objects[0].id)) is None
-    if len(objects) > 1 and remote:
-        with ThreadPoolExecutor(max_workers=min(8, len(objects))) as ex:
-            return list(ex.map(lambda o: _open(pool, o), objects))
-    return [_open(pool, o) for o in objects]
+def _plan_threads(pool: Pool, objects: Sequence[ObjectMeta]) -> int:
+    """Threads that plan ``objects`` at once: eight where a read waits on the network, one per
+    core on local disk (reading, checksumming and joining keys release the GIL)."""
+    if len(objects) < 2:
+        return 1
+    remote = pool.store.local_path(pool.layout.data(objects[0].id)) is None
+    return min(len(objects), 8 if remote else max(1, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class _TargetPlan:
+    """What one target object adds to an upsert's plan (:func:`_plan_target`)."""
+
+    target: _Target
+    hit: Matched
+    copies: list[Copy]
+    #: Its row groups to decode and merge again (None: every touched group is dropped whole).
+    rewrite: Rewrite | None
+
+
+def _plan_target(
+    pool: Pool,
+    obj: ObjectMeta,
+    schema: pa.Schema,
+    key: PoolKey,
+    flagged: pa.Table,
+    keys: KeySet,
+) -> _TargetPlan | None:
+    """Open ``obj``, join its keys with the incoming ones (``flagged``), and plan what of it is
+    copied and what rewritten; None when none of its rows has an incoming key (it is not
+    rewritten). Reads only: targets are planned on several threads at once."""
+    target = _open(pool, obj)
+    file = target.file
+    present = [f for f in key.fields if f in file.schema_arrow.names]
+    stored_keys = file.read(columns=present)
+    keys_schema = pa.schema([schema.field(f) for f in (key.fields if key.nulls_match else present)])
+    stored = conform_to(stored_keys, keys_schema, lossless=True)
+    hit = match_rows(stored, flagged, key)
+    if len(hit.rows) == 0:
+        return None
+    keep = np.ones(file.metadata.num_rows, dtype=bool)
+    keep[hit.rows] = False
+    copies: list[Copy] = []
+    copied = _plan_copies(target, stored_keys, keep, keys, key, copies)
+    groups = [g for g in range(file.metadata.num_row_groups) if g not in copied]
+    if not groups:
+        return _TargetPlan(target, hit, copies, None)
+    starts = _group_starts(file)
+    positions = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in groups])
+    kept_mask = keep[positions]
+    if not kept_mask.any():
+        return _TargetPlan(target, hit, copies, None)
+    sizes = np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in groups])
+    rewrite = Rewrite(
+        target.data,
+        file,
+        tuple(groups),
+        kept_mask,
+        stored.take(pa.array(positions)),
+        tuple(int(x) for x in sizes),
+    )
+    return _TargetPlan(target, hit, copies, rewrite)
 
 
 def _encoded_key(columns: list[pa.ChunkedArray[Any]], row: int) -> list[Any]:
@@ -467,46 +523,25 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     # never carries a column none of its rows had); the row groups to decode again there.
     pieces: dict[str | None, list[tuple[pa.Table, set[str]]]] = {}
     rewrites: dict[str | None, list[tuple[Rewrite, set[str]]]] = {}
-    for target in _open_all(pool, targets):
-        obj, file = target.meta, target.file
-        present = [f for f in key.fields if f in file.schema_arrow.names]
-        stored_keys = file.read(columns=present)
-        keys_schema = pa.schema(
-            [schema.field(f) for f in (key.fields if key.nulls_match else present)]
-        )
-        hit = match_rows(conform_to(stored_keys, keys_schema, lossless=True), flagged, key)
-        if len(hit.rows) == 0:
-            continue  # none of its rows has an incoming key: not rewritten
-        matched[hit.incoming] = True
-        n_deleted = int(hit.deletes.sum())
-        deleted += n_deleted
-        updated += len(hit.rows) - n_deleted
-        deletes.append(obj)
-        keep = np.ones(file.metadata.num_rows, dtype=bool)
-        keep[hit.rows] = False
-        copied = _plan_copies(target, stored_keys, keep, incoming.keys, key, copies)
-        rewrite = [g for g in range(file.metadata.num_row_groups) if g not in copied]
-        if not rewrite:
-            continue
-        starts = _group_starts(file)
-        positions = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in rewrite])
-        kept_mask = keep[positions]
-        if kept_mask.any():
-            sizes = np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in rewrite])
-            stored = conform_to(stored_keys, keys_schema, lossless=True)
-            rewrites.setdefault(obj.partition, []).append(
-                (
-                    Rewrite(
-                        target.data,
-                        file,
-                        tuple(rewrite),
-                        kept_mask,
-                        stored.take(pa.array(positions)),
-                        tuple(int(x) for x in sizes),
-                    ),
-                    set(obj.columns),
-                )
-            )
+
+    def plan(obj: ObjectMeta) -> _TargetPlan | None:
+        return _plan_target(pool, obj, schema, key, flagged, incoming.keys)
+
+    with ThreadPoolExecutor(max_workers=_plan_threads(pool, targets)) as ex:
+        # Folded in target order whatever order the threads finish in: the plan (and so
+        # every object the upsert writes) is the one a single thread makes.
+        for planned in ex.map(plan, targets):
+            if planned is None:
+                continue  # none of its rows has an incoming key: not rewritten
+            obj, hit = planned.target.meta, planned.hit
+            matched[hit.incoming] = True
+            n_deleted = int(hit.deletes.sum())
+            deleted += n_deleted
+            updated += len(hit.rows) - n_deleted
+            deletes.append(obj)
+            copies.extend(planned.copies)
+            if planned.rewrite is not None:
+                rewrites.setdefault(obj.partition, []).append((planned.rewrite, set(obj.columns)))
     inserting = ~incoming.delete
     inserted = int((inserting & ~matched).sum())
     new_rows = table.filter(pa.array(inserting))

@@ -87,6 +87,11 @@ def conform_to(
     ``lossless`` (rows about to be rewritten into new objects): a value the cast would round
     raises LossyRewriteError instead, since a rewrite must never change a stored value."""
     if exact:
+        if table.schema.equals(schema, check_metadata=True):
+            # Already what the loop below would build (a merge's every batch, a read of an
+            # object of the pool's own schema): rebuilding and validating it cost a
+            # compaction of 200 objects about 0.3 CPU-s.
+            return table
         columns: list[pa.ChunkedArray[Any] | pa.Array[Any]] = []
         present = set(table.schema.names)
         for field in schema:
