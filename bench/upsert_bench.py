@@ -283,7 +283,7 @@ def report(res: dict[str, Any]) -> str:
         f"{res['repeat']} rounds, fresh child process per upsert; {platform.machine()}, "
         f"{os.cpu_count()} CPUs, python {platform.python_version()}, pyarrow {pa.__version__}, "
         f"deltalake {res['deltalake']}; 1-min load average {min(res['loads']):.1f}–"
-        f"{max(res['loads']):.1f} (a shared machine: other engineers' jobs ran alongside)",
+        f"{max(res['loads']):.1f} (the VM is shared: the load average counts every job on it, the bench's own included)",
         "",
         "| change set | system | seconds, median (range) | CPU-s, median (range) "
         "| files read / rewritten / in table | bytes rewritten | bytes written "
@@ -296,7 +296,7 @@ def report(res: dict[str, Any]) -> str:
         med = {s: statistics.median(r["seconds"] for r in rs) for s, rs in by_side.items()}
         for s, rs in by_side.items():
             r0 = rs[0]
-            ratio = "" if s == "lakepool" else f"{med[s] / med['lakepool']:.1f}x"
+            ratio = "" if s == "lakepool" else f"{med[s] / med['lakepool']:.2f}x"
             lines.append(
                 f"| {kind} | {s} | {_range([r['seconds'] for r in rs])} | "
                 f"{_range([r.get('cpu', float('nan')) for r in rs])} | "
@@ -316,8 +316,8 @@ def report(res: dict[str, Any]) -> str:
         )
         want = 10.0 if kind == "narrow" else 1.0
         goals.append(
-            f"- {kind}: lakepool {speedup:.1f}x as fast as deltalake's faster merge (ratio of "
-            f"the medians; median of the per-round ratios {per_round:.1f}x; goal >= {want:g}x: "
+            f"- {kind}: lakepool {speedup:.2f}x as fast as deltalake's faster merge (ratio of "
+            f"the medians; median of the per-round ratios {per_round:.2f}x; goal >= {want:g}x: "
             f"{'met' if speedup >= want else 'NOT met'}); bytes rewritten "
             f"{format_size(by_side['lakepool'][0]['bytes_rewritten'])} against "
             f"{format_size(by_side['delta-pruned'][0]['bytes_rewritten'])}"
