@@ -364,9 +364,10 @@ def render(res: dict[str, Any]) -> str:
         f"({m['lakepool'] / m['floor_dirs']:.2f}× the floor with directory fsyncs).",
         *(
             [
-                f"- The floor with the rows encoded as Parquet (`pq.write_table`, nothing "
-                f"else) reaches {m['floor_encode'] / m['floor']:.2f}× the floor: the most "
-                f"any commit that stores Parquet objects written by pyarrow can reach here."
+                f"- The floor with the rows encoded as Parquet (`pq.write_table` with its "
+                f"default options, nothing else) reaches {m['floor_encode'] / m['floor']:.2f}× "
+                f"the floor: about the most a commit that stores its rows as a pyarrow-written "
+                f"Parquet object can reach here."
             ]
             if "floor_encode" in m
             else []

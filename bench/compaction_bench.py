@@ -12,12 +12,14 @@ the child's user + system time over the compaction (every thread); medians and r
 rounds are printed, with the load average. deltalake does not fsync; lakepool's local store does
 (objects and commit files).
 
-Two reference rows, not systems (``--no-floors`` leaves them out), rewrite the same fragmented
-objects lakepool compacts, sorted by the key, into one Parquet file, each in a fresh child:
+Two reference rows, not systems (``--no-floors`` leaves them out), rewrite the pool's live
+objects (the ones lakepool's compaction takes here: every one, as its files in→out shows),
+sorted by the key, into one Parquet file, each in a fresh child:
 
-- ``pyarrow``: ``pq.read_table`` of every object, ``concat_tables``, ``sort_by`` the key and
-  ``pq.write_table`` (snappy): the decode and encode any compaction built on pyarrow's Parquet
-  codec pays, without a merge, object cuts, stats or fsync;
+- ``pyarrow``: ``pq.read_table`` of every object, ``concat_tables``, ``sort_by`` the key (a
+  whole sort, not a merge) and ``pq.write_table`` (snappy, its default row groups of 1Mi rows):
+  the decode and encode any compaction built on pyarrow's Parquet codec pays, without a merge,
+  object cuts, stats or fsync;
 - ``duckdb``: ``COPY (SELECT * FROM read_parquet([...]) ORDER BY l_shipdate) TO ... (FORMAT
   parquet)`` on a connection of ``os.cpu_count()`` threads: the same rewrite with DuckDB's reader,
   sort and writer.

@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -377,11 +378,13 @@ def _open(pool: Pool, obj: ObjectMeta) -> _Target:
 
 def _plan_threads(pool: Pool, objects: Sequence[ObjectMeta]) -> int:
     """Threads that plan ``objects`` at once: eight where a read waits on the network, one per
-    core on local disk (reading, checksumming and joining keys release the GIL)."""
+    core this process may run on (at most four) on local disk (reading, checksumming and
+    joining keys release the GIL)."""
     if len(objects) < 2:
         return 1
     remote = pool.store.local_path(pool.layout.data(objects[0].id)) is None
-    return min(len(objects), 8 if remote else max(1, os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(len(objects), 8 if remote else max(1, min(4, cores or 1)))
 
 
 @dataclass(frozen=True)
@@ -527,10 +530,11 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
     def plan(obj: ObjectMeta) -> _TargetPlan | None:
         return _plan_target(pool, obj, schema, key, flagged, incoming.keys)
 
-    with ThreadPoolExecutor(max_workers=_plan_threads(pool, targets)) as ex:
+    threads = _plan_threads(pool, targets)
+    with ThreadPoolExecutor(max_workers=threads) if threads > 1 else nullcontext() as ex:
         # Folded in target order whatever order the threads finish in: the plan (and so
         # every object the upsert writes) is the one a single thread makes.
-        for planned in ex.map(plan, targets):
+        for planned in ex.map(plan, targets) if ex is not None else map(plan, targets):
             if planned is None:
                 continue  # none of its rows has an incoming key: not rewritten
             obj, hit = planned.target.meta, planned.hit

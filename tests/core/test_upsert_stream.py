@@ -74,20 +74,38 @@ def test_streamed_upserts_equal_the_row_model(lake: Lake, order: str) -> None:
         _check_objects(pool, desc)
 
 
+@pytest.mark.parametrize("shape", ["many-objects", "partitioned-with-copies"])
 def test_the_plan_is_the_same_whatever_threads_plan_the_targets(
-    lake: Lake, monkeypatch: pytest.MonkeyPatch
+    lake: Lake, monkeypatch: pytest.MonkeyPatch, shape: str
 ) -> None:
     """Targets are opened, joined and planned on several threads at once, and folded in
-    target order: one thread or eight, the plan is the same (and so are the objects written)."""
+    target order: one thread or eight, the plan is the same (and so are the objects written).
+    ``partitioned-with-copies``: objects of many row groups in three partitions, and few
+    incoming keys, so most groups are copied as they are (``Copy``) and a few rewritten."""
     import lake_core.upsert as upsert
 
     rng = random.Random(11)
-    pool = lake.create_pool("p", "a,b:asc", seek_stride=2000, target_size=20_000)
-    for tag in ("l1", "l2", "l3"):
-        pool.load(pa.Table.from_pylist(_rows(1500, rng, tag, 4000)))
+    if shape == "many-objects":
+        pool = lake.create_pool("p", "a,b:asc", seek_stride=2000, target_size=20_000)
+        for tag in ("l1", "l2", "l3"):
+            pool.load(pa.Table.from_pylist(_rows(1500, rng, tag, 4000)))
+        batch = pa.Table.from_pylist(_rows(400, rng, "u", 5000))
+    else:
+        pool = lake.create_pool(
+            "q", "a,b:asc", seek_stride=2000, target_size=400_000, partition_by="d"
+        )
+        stored = []
+        for tag in ("l1", "l2"):
+            rows = [{**r, "d": f"d{r['a'] % 3}"} for r in _rows(30_000, rng, tag, 200_000)]
+            pool.load(pa.Table.from_pylist(rows))
+            stored += rows
+        # Updates of a few stored keys (their objects are rewritten, most of their groups
+        # copied) and a few new keys.
+        updates = [{**r, "v": "updated"} for r in rng.sample(stored, 12)]
+        fresh = [{**r, "d": f"d{r['a'] % 3}"} for r in _rows(6, rng, "n", 200_000)]
+        batch = pa.Table.from_pylist(updates + fresh)
     snapshot = pool.snapshot(pool.tip())
     assert len(snapshot.objects) > 4
-    batch = pa.Table.from_pylist(_rows(400, rng, "u", 5000))
     incoming = prepare(pool, [batch], snapshot.schema)
 
     def planned(threads: int) -> Any:
@@ -96,11 +114,14 @@ def test_the_plan_is_the_same_whatever_threads_plan_the_targets(
         return (
             [o.id for o in plan.deletes],
             (plan.inserted, plan.updated, plan.deleted),
-            [(c.source.id, c.first, c.stop, c.count) for c in plan.copies],
+            [
+                (c.source.id, c.first, c.stop, c.count, c.min, c.max, sorted(c.columns.items()))
+                for c in plan.copies
+            ],
             [
                 (
                     m.partition,
-                    [(r.groups, r.keep.tolist()) for r in m.rewrites],
+                    [(r.groups, r.keep.tolist(), r.keys.to_pylist()) for r in m.rewrites],
                     m.incoming.num_rows,
                 )
                 for m in plan.merges
@@ -109,4 +130,7 @@ def test_the_plan_is_the_same_whatever_threads_plan_the_targets(
 
     one = planned(1)
     assert one[0] and one[3]  # several targets, rewritten groups: the case that matters
-    assert planned(8) == one
+    if shape == "partitioned-with-copies":
+        assert len(one[2]) > 3 and len({m[0] for m in one[3]}) > 1  # copies, partitions
+    for _ in range(3):
+        assert planned(8) == one
