@@ -23,7 +23,8 @@ narrows a lookup to row groups, so the stride sets how many bytes a found value 
 
 Load time: each pool's load (one ``Pool.load`` of the whole table, the index built in the same
 commit), medians over rounds (each round loads the pools in a rotated order); the overhead is
-the indexed load over the stats-only load.
+the indexed load over the stats-only load. Load CPU-s: the process's CPU time (every thread)
+over the same load, which says what the index costs when wall times are too noisy to.
 Index bytes: the index objects' total size over the data objects'. Lookups: ``--lookups``
 existing values of each column (and as many absent ones), every side reading every column of
 the matching rows; per lookup the wall time (median over rounds) and, for lakepool, the bytes
@@ -98,16 +99,17 @@ def lookup_values(table: pa.Table, column: str, n: int, seed: int = 15) -> list[
 
 def load_pool(
     root: Path, name: str, column: str | None, kind: str | None, table: pa.Table, stride: int
-) -> float:
+) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (this process's, every thread) of one ``Pool.load``."""
     lake = Lake.init(str(root / name))
     lake.create_pool("lineitem", KEY, seek_stride=stride)
     if column is not None and kind is not None:
         lake.create_index_rule("ix", column, kind)
     pool = lake.pool("lineitem")
     settle()
-    t0 = time.perf_counter()
+    cpu, t0 = time.process_time(), time.perf_counter()
     pool.load(table)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - cpu
 
 
 def sizes(root: Path, name: str) -> tuple[int, int]:
@@ -150,6 +152,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="index-bench-"))
     try:
         loads: dict[str, list[float]] = {name: [] for name, _, _ in POOLS}
+        load_cpu: dict[str, list[float]] = {name: [] for name, _, _ in POOLS}
         for r in range(args.rounds):
             # Each round loads the pools in another order (a load's place in the round, not
             # its pool, would otherwise bias the overhead), and removes the previous round's
@@ -157,13 +160,15 @@ def main() -> None:
             for name, _, _ in POOLS:
                 shutil.rmtree(work / name, ignore_errors=True)
             for name, column, kind in POOLS[r % len(POOLS) :] + POOLS[: r % len(POOLS)]:
-                loads[name].append(load_pool(work, name, column, kind, table, args.stride))
-                log(f"round {r + 1}: load {name} {loads[name][-1]:.2f} s")
+                seconds, cpu = load_pool(work, name, column, kind, table, args.stride)
+                loads[name].append(seconds)
+                load_cpu[name].append(cpu)
+                log(f"round {r + 1}: load {name} {seconds:.2f} s, {cpu:.2f} CPU-s")
         from deltalake import write_deltalake
 
         write_deltalake(str(work / "delta"), table)
         data_bytes, _ = sizes(work, "stats-only")
-        results: dict[str, Any] = {"loads": loads, "pools": {}}
+        results: dict[str, Any] = {"loads": loads, "load_cpu": load_cpu, "pools": {}}
         for name, column, _kind in POOLS[1:]:
             assert column is not None
             d, ix = sizes(work, name)
@@ -218,9 +223,12 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
         f"`{KEY}`, seek stride {format_size(args.stride)}; {args.rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
         f"{platform.processor() or platform.machine()}.",
         "",
-        "| pool | load (median) | vs stats-only | per round (median) | index bytes | of data |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| pool | load (median) | vs stats-only | per round (median) | load CPU-s (median) "
+        "| CPU vs stats-only | index bytes | of data |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    cpu = results.get("load_cpu") or {}
+    base_cpu = statistics.median(cpu["stats-only"]) if cpu.get("stats-only") else None
     for name, _, _ in POOLS:
         med = statistics.median(loads[name])
         per_round = statistics.median(
@@ -228,10 +236,17 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
         )
         entry = results["pools"].get(name)
         ix = entry["index_bytes"] if entry else 0
+        cpus = cpu.get(name) or []
+        cpu_cells = (
+            f"{statistics.median(cpus):.2f} ({min(cpus):.2f}–{max(cpus):.2f}) | "
+            f"{statistics.median(cpus) / base_cpu:.2f}×"
+            if cpus and base_cpu
+            else "— | —"
+        )
         out.append(
             f"| {name} | {med:.2f} s ({min(loads[name]):.2f}–{max(loads[name]):.2f}) | "
-            f"{med / base:.2f}× | {per_round:.2f}× | {_mb(ix) if entry else '—'} | "
-            f"{(100 * ix / data_bytes) if entry else 0:.1f}% |"
+            f"{med / base:.2f}× | {per_round:.2f}× | {cpu_cells} | "
+            f"{_mb(ix) if entry else '—'} | {(100 * ix / data_bytes) if entry else 0:.1f}% |"
         )
     out += [
         "",
