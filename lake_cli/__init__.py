@@ -4,6 +4,14 @@ lake_cli sits on top of lake_core (and, for ``--spark``, lake_spark's public API
 knows nothing of it. ``python -m lake_cli`` is the same command.
 """
 
-from lake_cli.app import main
+import os
+
+# numpy's OpenBLAS starts a thread per core when numpy is imported and lets them spin for a
+# while: about 0.15 CPU-s of a `lake load` of 10 rows (0.45-0.56 user-s against 0.26-0.44
+# with one thread, 2026-11-28), which a busy machine pays in wall time. lakepool makes no
+# BLAS call. Set before anything imports numpy; a value the user chose is kept.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from lake_cli.app import main  # noqa: E402 - after the environment default above
 
 __all__ = ["main"]

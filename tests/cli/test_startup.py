@@ -141,3 +141,35 @@ def test_the_pandas_probe_leaves_pandas_usable(tmp_path: Path) -> None:
         "to_pandas: DataFrame [1, 2]",
         f"series: {pa.dictionary(pa.int8(), pa.string())}",
     ]
+
+
+def test_the_command_keeps_numpy_blas_to_one_thread_unless_told(tmp_path: Path) -> None:
+    """numpy's OpenBLAS spins a thread per core at import (CPU a busy machine pays; lakepool
+    makes no BLAS call): ``lake`` runs it on one thread, unless OPENBLAS_NUM_THREADS says
+    otherwise. Read from the environment numpy saw, after a command that imported it."""
+    probe = (
+        "import os, runpy, sys\n"
+        "sys.argv = ['lake', 'ls']\n"
+        "try:\n"
+        "    runpy.run_module('lake_cli', run_name='__main__', alter_sys=True)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('NUMPY', 'numpy' in sys.modules, file=sys.stderr)\n"
+        "print('BLAS', os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)\n"
+    )
+    Lake.init(str(tmp_path / "lake"))
+    for given, expected in ((None, "1"), ("3", "3")):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "LAKE_ROOT": str(tmp_path / "lake")}
+        env.pop("OPENBLAS_NUM_THREADS", None)
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "NUMPY True" in done.stderr, done.stderr[-2000:]  # numpy was imported after it
+        assert f"BLAS {expected}" in done.stderr, done.stderr[-2000:]
