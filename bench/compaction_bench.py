@@ -101,18 +101,13 @@ def lake_load(parts: list[pa.Table], path: Path) -> dict[str, Any]:
             "overlapping": fragmentation(pool).overlapping_objects}
 
 
-def cpu_seconds() -> float:
-    """This process's user + system CPU time so far (every thread)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
 
 def lake_compact(path: str) -> dict[str, Any]:
     """Child process: compact the copied pool; peak RSS covers open + compaction."""
     pool = Lake.open(path).pool("lineitem")
-    cpu = cpu_seconds()
+    cpu = time.process_time()
     seconds, result = timed(lambda: compact(pool))
-    cpu = cpu_seconds() - cpu
+    cpu = time.process_time() - cpu
     rss = peak_rss_mb()
     q_after, after = timed(lambda: pool.read(where=WHERE))
     assert compact(pool).commit is None  # a fixpoint
@@ -153,9 +148,9 @@ def floor_rewrite(engine: str, path: str) -> dict[str, Any]:
         )
         con.close()
 
-    cpu = cpu_seconds()
+    cpu = time.process_time()
     seconds, _ = timed(pyarrow_rewrite if engine == "pyarrow" else duckdb_rewrite)
-    cpu = cpu_seconds() - cpu
+    cpu = time.process_time() - cpu
     rows = pq.read_table(out, filters=[("l_shipdate", "=", DAY)]).num_rows
     return {"seconds": seconds, "mb_in": mb_in, "objects_in": len(files), "objects_out": 1,
             "q_after": float("nan"), "rows": rows, "peak_rss_mb": peak_rss_mb(), "cpu": cpu}
@@ -186,9 +181,9 @@ def delta_compact(path: str) -> dict[str, Any]:
     from deltalake import DeltaTable
 
     _, mb_in = delta_files_mb(path)
-    cpu = cpu_seconds()
+    cpu = time.process_time()
     seconds, metrics = timed(lambda: DeltaTable(path).optimize.compact())
-    cpu = cpu_seconds() - cpu
+    cpu = time.process_time() - cpu
     rss = peak_rss_mb()
     filt = [("l_shipdate", "=", DAY)]
     q_after, after = timed(lambda: DeltaTable(path).to_pyarrow_table(filters=filt))

@@ -7,9 +7,9 @@ knows nothing of it. ``python -m lake_cli`` is the same command.
 import os
 
 # numpy's OpenBLAS starts a thread per core when numpy is imported and lets them spin for a
-# while: about 0.15 CPU-s of a `lake load` of 10 rows (0.45-0.56 user-s against 0.26-0.44
-# with one thread, 2026-11-28), which a busy machine pays in wall time. lakepool makes no
-# BLAS call. Set before anything imports numpy; a value the user chose is kept.
+# while: about a tenth of a CPU-second of every command (docs/benchmarks.md, "CLI start-up"),
+# which a busy machine pays in wall time. lakepool makes no BLAS call. Set before anything
+# imports numpy; a value the user chose is kept.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from lake_cli.app import main  # noqa: E402 - after the environment default above

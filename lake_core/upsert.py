@@ -36,7 +36,6 @@ applied to P, whatever landed between planning and committing.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -76,7 +75,7 @@ from lake_core.stitch import Footer, StitchError, copy_row_groups, read_footer
 from lake_core.stores.base import ObjectStore, SyncBatch
 from lake_core.txn import Txn, as_txns, check_txns
 from lake_core.upsert_stream import Merge, Rewrite, chunks, streamable
-from lake_core.writer import WriteOptions, write_objects, write_sorted
+from lake_core.writer import ENCODE_THREADS, WriteOptions, write_objects, write_sorted
 
 if TYPE_CHECKING:
     from lake_core.pool import Pool  # Pool.upsert delegates here: no import back at run time
@@ -377,21 +376,21 @@ def _open(pool: Pool, obj: ObjectMeta) -> _Target:
 
 
 def _plan_threads(pool: Pool, objects: Sequence[ObjectMeta]) -> int:
-    """Threads that plan ``objects`` at once: eight where a read waits on the network, one per
-    core this process may run on (at most four) on local disk (reading, checksumming and
-    joining keys release the GIL)."""
+    """Threads that plan ``objects`` at once: eight where a read waits on the network, else the
+    writer's :data:`~lake_core.writer.ENCODE_THREADS` (reading, checksumming and joining keys
+    release the GIL)."""
     if len(objects) < 2:
         return 1
     remote = pool.store.local_path(pool.layout.data(objects[0].id)) is None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return min(len(objects), 8 if remote else max(1, min(4, cores or 1)))
+    return min(len(objects), 8 if remote else ENCODE_THREADS)
 
 
 @dataclass(frozen=True)
 class _TargetPlan:
-    """What one target object adds to an upsert's plan (:func:`_plan_target`)."""
+    """What one target object adds to an upsert's plan (:func:`_plan_target`). Its bytes are
+    kept only by the copies and the rewrite that need them."""
 
-    target: _Target
+    obj: ObjectMeta
     hit: Matched
     copies: list[Copy]
     #: Its row groups to decode and merge again (None: every touched group is dropped whole).
@@ -424,12 +423,12 @@ def _plan_target(
     copied = _plan_copies(target, stored_keys, keep, keys, key, copies)
     groups = [g for g in range(file.metadata.num_row_groups) if g not in copied]
     if not groups:
-        return _TargetPlan(target, hit, copies, None)
+        return _TargetPlan(obj, hit, copies, None)
     starts = _group_starts(file)
     positions = np.concatenate([np.arange(starts[g], starts[g + 1]) for g in groups])
     kept_mask = keep[positions]
     if not kept_mask.any():
-        return _TargetPlan(target, hit, copies, None)
+        return _TargetPlan(obj, hit, copies, None)
     sizes = np.cumsum([0] + [int(starts[g + 1] - starts[g]) for g in groups])
     rewrite = Rewrite(
         target.data,
@@ -439,7 +438,7 @@ def _plan_target(
         stored.take(pa.array(positions)),
         tuple(int(x) for x in sizes),
     )
-    return _TargetPlan(target, hit, copies, rewrite)
+    return _TargetPlan(obj, hit, copies, rewrite)
 
 
 def _encoded_key(columns: list[pa.ChunkedArray[Any]], row: int) -> list[Any]:
@@ -537,7 +536,7 @@ def plan_upsert(pool: Pool, snapshot: Snapshot, incoming: Incoming) -> UpsertPla
         for planned in ex.map(plan, targets) if ex is not None else map(plan, targets):
             if planned is None:
                 continue  # none of its rows has an incoming key: not rewritten
-            obj, hit = planned.target.meta, planned.hit
+            obj, hit = planned.obj, planned.hit
             matched[hit.incoming] = True
             n_deleted = int(hit.deletes.sum())
             deleted += n_deleted

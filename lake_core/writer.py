@@ -435,8 +435,12 @@ def _encode_group(
 
 #: A write of fewer rows than this is encoded without dictionaries (see ``write_sorted``).
 TINY_WRITE_ROWS = 64
-#: Row groups encoded at once by default (pyarrow's Parquet writer releases the GIL).
-ENCODE_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: CPUs this process may run on (its affinity: a container's or a Spark task's share, not the
+#: machine's count where the platform says).
+USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+#: Row groups encoded at once by default (pyarrow's Parquet writer releases the GIL); also what
+#: other CPU-bound fan-outs of a write use (an upsert's planning).
+ENCODE_THREADS = max(1, min(4, USABLE_CPUS or 1))
 #: How many of an object's latest row groups its cut estimates rather than waits for: so many
 #: can be encoding while the next is gathered. A constant, not the thread count, so that every
 #: thread count cuts the same objects.
