@@ -12,9 +12,15 @@ Invariants:
   file one ``ParquetWriter`` writes for the same row groups (tests/core/test_stitch.py compares
   them): the footer is the first fragment's with every row group listed, each with its file
   offsets moved by where its chunks now start and its ordinal renumbered;
-- fragments must not carry page indexes or bloom filters (they sit between the chunks and the
-  footer, and their offsets would need moving too): :func:`stitch` refuses a fragment that has
-  bytes there rather than write a file that points into the wrong place.
+- fragments must not carry page indexes (they sit between the chunks and the footer, and their
+  offsets would need moving too): :func:`stitch` refuses a fragment that has one rather than
+  write a file that points into the wrong place;
+- bloom filters are left behind: a walked footer no longer mentions them (the two fields of a
+  column's metadata that locate its filter are cut out, and the next field's header re-encoded
+  as if they had never been there), and a fragment's chunks end where its filters begin. So a
+  fragment written with bloom filters stitches into the file a writer without them writes, byte
+  for byte; the index builder takes the filters from the fragment before
+  (:mod:`lake_core.indexes.sbbf`), and objects hold none.
 
 The footer is Thrift's compact protocol. It is never decoded into a tree: a footer is walked
 once (:func:`read_footer`) and each row group kept as its bytes cut at the few values a move
@@ -43,7 +49,8 @@ _RG_COLUMNS, _RG_NUM_ROWS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 3, 5, 7
 _CC_FILE_OFFSET, _CC_META = 2, 3
 _CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET = 4, 6
 _CM_COMPRESSED_SIZE = 7
-_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE, _CM_BLOOM_FILTER = 9, 10, 11, 14
+_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE = 9, 10, 11
+_CM_BLOOM_FILTER, _CM_BLOOM_LENGTH = 14, 15
 _MOVED_PAGES = (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE)
 
 # What a cut in a row group's bytes stands for: a file offset (moved by the group's shift), or
@@ -184,13 +191,15 @@ class _RowGroup:
 
     ``parts[0] cut[0] parts[1] cut[1] … parts[-1]`` is the group as written, ``cut[i]`` being
     ``(kind, value)``: a file offset (``_OFFSET``) or the ordinal (``_ORDINAL``). ``begin`` and
-    ``end``: the file bytes its column chunks span; ``rows``: its row count."""
+    ``end``: the file bytes its column chunks span; ``rows``: its row count; ``filters``: the
+    file offsets of the bloom filters its footer located (cut out of ``parts``)."""
 
     parts: tuple[bytes, ...]
     cuts: tuple[tuple[int, int], ...]
     rows: int
     begin: int
     end: int
+    filters: tuple[int, ...] = ()
 
     def moved(self, out: bytearray, shift: int, ordinal: int) -> None:
         """Append the group's bytes with its offsets moved by ``shift`` and ``ordinal`` set."""
@@ -209,15 +218,39 @@ class _Cutter:
         self.at = start
         self.parts: list[bytes] = []
         self.cuts: list[tuple[int, int]] = []
+        self.filters: list[int] = []
+        self._pending = b""  # the current part's bytes before ``at``, where some were replaced
 
     def cut_int(self, pos: int, kind: int) -> tuple[int, int]:
         """Cut at the integer whose value starts at ``pos`` (a file offset, or the ordinal:
         ``kind``): (its value, the position after it)."""
         value, end = _get_int(self.data, pos)
-        self.parts.append(self.data[self.at : pos])
+        self.parts.append(self._pending + self.data[self.at : pos])
+        self._pending = b""
         self.cuts.append((kind, value))
         self.at = end
         return value, end
+
+    def replace(self, start: int, end: int, new: bytes) -> None:
+        """Put ``new`` in place of the bytes ``start`` to ``end`` (at or after the last cut)."""
+        self._pending += self.data[self.at : start] + new
+        self.at = end
+
+    def finish(self, pos: int) -> None:
+        """The last part: the bytes up to ``pos``."""
+        self.parts.append(self._pending + self.data[self.at : pos])
+        self._pending = b""
+        self.at = pos
+
+
+def _field_head(fid: int, ctype: int, last: int) -> bytes:
+    """The compact protocol's header of field ``fid`` of type ``ctype`` after field ``last``."""
+    delta = fid - last
+    if 0 < delta <= 15:
+        return bytes(((delta << 4) | ctype,))
+    out = bytearray((ctype,))
+    _put_varint(out, _zigzag16(fid))
+    return bytes(out)
 
 
 def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
@@ -225,20 +258,29 @@ def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]
     position after it)."""
     pages: dict[int, int] = {}
     size = 0
-    last = 0
+    last = kept = 0  # the last field read, and the last one left in
     while True:
+        head = pos
         fid, ctype, pos = _field_header(data, pos, last)
         if ctype == _STOP:
             break
+        if fid in (_CM_BLOOM_FILTER, _CM_BLOOM_LENGTH) and _I16 <= ctype <= _I64:
+            # A bloom filter stays behind (see the module docstring): its fields go.
+            value, pos = _get_int(data, pos)
+            if fid == _CM_BLOOM_FILTER:
+                cutter.filters.append(value)
+            cutter.replace(head, pos, b"")
+            last = fid
+            continue
+        if kept != last:  # a field was cut out before this one: its header counts from ``kept``
+            cutter.replace(head, pos, _field_head(fid, ctype, kept))
         if fid in _MOVED_PAGES and ctype == _I64:
             pages[fid], pos = cutter.cut_int(pos, _OFFSET)
         elif fid == _CM_COMPRESSED_SIZE and ctype == _I64:
             size, pos = _get_int(data, pos)
-        elif fid == _CM_BLOOM_FILTER:
-            raise StitchError("row groups with bloom filters cannot be moved")
         elif ctype > _FALSE:
             pos = _skip(data, pos, ctype)
-        last = fid
+        last = kept = fid
     first = min(
         (v for v in (pages.get(_CM_DICTIONARY_PAGE), pages.get(_CM_DATA_PAGE)) if v), default=0
     )
@@ -272,10 +314,13 @@ def _row_group(data: bytes, pos: int) -> tuple[_RowGroup, int]:
         elif ctype > _FALSE:
             pos = _skip(data, pos, ctype)
         last = fid
-    cutter.parts.append(data[cutter.at : pos])
+    cutter.finish(pos)
     if begin < 0:
         raise StitchError("a row group without column chunks")
-    return _RowGroup(tuple(cutter.parts), tuple(cutter.cuts), rows, begin, end), pos
+    group = _RowGroup(
+        tuple(cutter.parts), tuple(cutter.cuts), rows, begin, end, tuple(cutter.filters)
+    )
+    return group, pos
 
 
 def _column_chunk(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
@@ -371,9 +416,10 @@ def _footer_start(view: memoryview) -> int:
 
 
 def read_footer(data: bytes | memoryview) -> Footer:
-    """The footer of the Parquet file ``data``, walked (for :func:`copy_row_groups`). Raises
-    StitchError if ``data`` is not a Parquet file, or its footer is cut short or has a row
-    group with a page index or a bloom filter (whose offsets a move would have to change)."""
+    """The footer of the Parquet file ``data``, walked (for :func:`copy_row_groups`), without
+    its bloom filters' fields. Raises StitchError if ``data`` is not a Parquet file, or its
+    footer is cut short or has a row group with a page index (whose offsets a move would have
+    to change)."""
     view = _bytes_view(data)
     start = _footer_start(view)
     try:
@@ -386,14 +432,16 @@ def read_footer(data: bytes | memoryview) -> Footer:
 
 class Fragment:
     """One row group encoded as a whole Parquet file: its chunks' bytes and its footer, walked
-    on first use (an object of one row group is the fragment as it is: :func:`stitch` does not
-    walk its footer, which is most of a small write's Python time)."""
+    on first use (an object of one row group without bloom filters is the fragment as it is:
+    :func:`stitch` does not walk its footer, which is most of a small write's Python time)."""
 
     __slots__ = ("data", "body_end", "_footer")
 
     def __init__(self, data: bytes | memoryview, body_end: int) -> None:
         self.data = data
-        self.body_end = body_end  # where the chunks end (the footer starts)
+        # Where the chunks end: the footer's start until the footer is walked, then the end of
+        # the chunks (the two differ by the bloom filters in between, if any).
+        self.body_end = body_end
         self._footer: Footer | None = None
 
     @property
@@ -405,7 +453,13 @@ class Fragment:
         """The walked footer, checked to be stitchable (see :func:`parse_fragment`)."""
         if self._footer is None:
             self._footer = _check_fragment(self.data, self.body_end)
+            self.body_end = self._footer.groups[0].end
         return self._footer
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the fragment's walked footer located bloom filters (False if not walked)."""
+        return self._footer is not None and bool(self._footer.groups[0].filters)
 
 
 def split_fragment(data: bytes | memoryview) -> Fragment:
@@ -416,7 +470,8 @@ def split_fragment(data: bytes | memoryview) -> Fragment:
 
 def parse_fragment(data: bytes | memoryview) -> Fragment:
     """Split a one-row-group Parquet file into its chunks and its walked footer, checking now
-    that it can be stitched (one row group; no page index or bloom filter behind its chunks)."""
+    that it can be stitched (one row group; nothing but bloom filters behind its chunks, and no
+    page index)."""
     frag = split_fragment(data)
     frag.footer  # noqa: B018 - walks and checks
     return frag
@@ -426,9 +481,11 @@ def _check_fragment(data: bytes | memoryview, start: int) -> Footer:
     footer = read_footer(data)
     if len(footer.groups) != 1:
         raise StitchError("a fragment must hold exactly one row group")
-    body_end = footer.groups[0].end
-    if body_end != start:
-        raise StitchError(f"a fragment has {start - body_end} bytes between its chunks and footer")
+    group = footer.groups[0]
+    if group.end != start and not (
+        group.filters and all(group.end <= at < start for at in group.filters)
+    ):
+        raise StitchError(f"a fragment has {start - group.end} bytes between its chunks and footer")
     return footer
 
 
@@ -437,7 +494,7 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
     write them one after another)."""
     if not fragments:
         raise StitchError("nothing to stitch")
-    if len(fragments) == 1:
+    if len(fragments) == 1 and not fragments[0].filtered:
         # One writer writing one row group writes the fragment itself: nothing moves.
         view = _bytes_view(fragments[0].data)
         end = fragments[0].body_end
@@ -462,8 +519,8 @@ def copy_row_groups(
     """The pieces of a Parquet file holding row groups ``first`` to ``stop - 1`` of the file
     ``data``, their chunks copied as they are (no decoding): a run of an object kept whole by
     a rewrite (:mod:`lake_core.upsert`). The footer is ``data``'s with only those groups, their
-    offsets moved and ordinals renumbered; the same limits as :func:`parse_fragment` (no page
-    indexes, no bloom filters) raise StitchError. ``footer``: ``data``'s, from
+    offsets moved and ordinals renumbered (and no bloom filters: they stay behind); a page
+    index raises StitchError, as in :func:`parse_fragment`. ``footer``: ``data``'s, from
     :func:`read_footer` (walking it once for several runs of one file)."""
     view = _bytes_view(data)
     if footer is None:

@@ -110,19 +110,50 @@ def test_a_fragment_with_a_page_index_is_refused() -> None:
         parse_fragment(b"PAR1xxxx")
 
 
-def test_row_groups_with_bloom_filters_are_neither_stitched_nor_copied() -> None:
-    """A Parquet bloom filter sits behind the chunks with an offset in the footer that a move
-    would have to change: a fragment or a file that has one is refused."""
+def test_bloom_filters_stay_behind_when_fragments_are_stitched_or_row_groups_copied() -> None:
+    """A fragment written with bloom filters stitches into the very bytes a writer without them
+    writes (the filters' footer fields cut out, the next field's header re-encoded), one
+    fragment or several; row groups copied out of a file with filters read back the same rows
+    and locate no filter."""
     from lake_core.stitch import copy_row_groups
 
+    t = _table(3_000)
+    groups = [t.slice(0, 1_000), t.slice(1_000, 1_000), t.slice(2_000, 1_000)]
+    blooms = {c: {"ndv": 1_000, "fpp": 0.01} for c in ("k", "i8", "u64", "s", "ts", "d", "nulls")}
+
+    def written(parts: list[pa.Table], **options: Any) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pq.ParquetWriter(sink, t.schema, **options) as w:
+            for g in parts:
+                w.write_table(g, row_group_size=len(g))
+        return sink.getvalue().to_pybytes()
+
+    fragments = [parse_fragment(written([g], bloom_filter_options=blooms)) for g in groups]
+    assert all(f.filtered and len(f.footer.groups[0].filters) == len(blooms) for f in fragments)
+    assert b"".join(bytes(p) for p in stitch(fragments)) == written(groups)
+    one = parse_fragment(written(groups[:1], bloom_filter_options=blooms))
+    assert b"".join(bytes(p) for p in stitch([one])) == written(groups[:1])
+
+    with_filters = written(groups, bloom_filter_options=blooms)
+    copied = b"".join(bytes(p) for p in copy_row_groups(with_filters, 1, 3))
+    back = pq.ParquetFile(pa.BufferReader(copied))
+    assert _same_rows(back.read(), t.slice(1_000, 2_000))
+    for g in range(back.metadata.num_row_groups):
+        for c in range(back.metadata.num_columns):
+            assert back.metadata.row_group(g).column(c).bloom_filter_offset is None
+
+
+def test_bytes_behind_a_fragments_chunks_other_than_its_filters_are_refused() -> None:
+    """Bloom filters are the only bytes allowed between a fragment's chunks and its footer."""
     t = _table(100)
     sink = pa.BufferOutputStream()
-    pq.write_table(t, sink, bloom_filter_options={"s": True})
+    pq.write_table(t, sink)
     data = sink.getvalue().to_pybytes()
-    with pytest.raises(StitchError, match="bloom filter"):
-        parse_fragment(data)
-    with pytest.raises(StitchError, match="bloom filter"):
-        copy_row_groups(data, 0, 1)
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    chunks_end = len(data) - 8 - footer_len
+    padded = data[:chunks_end] + b"\x00" * 16 + data[chunks_end:]
+    with pytest.raises(StitchError, match="16 bytes between its chunks and footer"):
+        parse_fragment(padded)
 
 
 def test_stats_from_the_footer_equal_stats_computed_from_the_rows() -> None:
