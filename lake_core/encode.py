@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lake_core.indexes.sbbf import filters_in, writer_options
 from lake_core.stats import ColumnMeta, column_meta
 from lake_core.stitch import Fragment, split_fragment
 
@@ -49,12 +50,17 @@ class EncodeOptions:
 
 class GroupTap(Protocol):
     """Something a write shows its rows as it encodes them (the index builder,
-    :class:`lake_core.indexes.building.IndexInputs`): :meth:`group` sees each row group on the
-    thread that encodes it, and :meth:`landed` each object while it is put (on a thread of
-    its own; the write waits for it; objects one at a time, in order), with what
-    :meth:`group` returned for its row groups, in the object's row-group order."""
+    :class:`lake_core.indexes.building.IndexInputs`): :meth:`bloom_filters` says which columns
+    the Parquet writer should build a split-block bloom filter of (name: false-positive rate)
+    in a row group of ``schema``; :meth:`group` sees each row group on the thread that encodes
+    it, with the bitsets of those filters (:mod:`lake_core.indexes.sbbf`; the object will not
+    hold them); :meth:`landed` each object while it is put (on a thread of its own; the write
+    waits for it; objects one at a time, in order), with what :meth:`group` returned for its
+    row groups, in the object's row-group order."""
 
-    def group(self, rows: pa.Table) -> Any: ...
+    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]: ...
+
+    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> Any: ...
 
     def landed(self, meta: ObjectMeta, groups: list[Any]) -> None: ...
 
@@ -83,25 +89,39 @@ def encode_group(
     key_names: list[str],
     tap: GroupTap | None = None,
 ) -> EncodedGroup:
-    """``group`` (of ``schema``) written as a one-group Parquet fragment; ``tap`` sees it."""
+    """``group`` (of ``schema``) written as a one-group Parquet fragment; ``tap`` sees it,
+    with the bloom filters it asked for (taken out of the fragment: see
+    :mod:`lake_core.stitch`)."""
     sink = pa.BufferOutputStream()
     compression: Any = options.compression
+    blooms = tap.bloom_filters(schema) if tap is not None else {}
+    extra: dict[str, Any] = {"bloom_filter_options": writer_options(blooms)} if blooms else {}
     with pq.ParquetWriter(
         sink,
         schema,
         compression=compression,
         use_dictionary=options.dictionary,
         dictionary_pagesize_limit=options.dictionary_pagesize_limit,
+        **extra,
     ) as w:
         w.write_table(group, row_group_size=max(1, group.num_rows))
     meta = w.writer.metadata
-    fragment = split_fragment(memoryview(sink.getvalue()))
+    data = memoryview(sink.getvalue())
+    fragment = split_fragment(data)
+    filters: dict[str, bytes] = {}
+    if blooms:
+        fragment.footer  # noqa: B018 - walked now: its chunks end where the filters begin
+        chunks = meta.row_group(0)
+        for i in range(chunks.num_columns):
+            name = chunks.column(i).path_in_schema
+            if name in blooms and (bits := filters_in(data, meta, i)[0]) is not None:
+                filters[name] = bits
     return EncodedGroup(
         fragment,
         group.num_rows,
         group_stats(group, meta),
         group.select(key_names),
-        tap.group(group) if tap is not None else None,
+        tap.group(group, filters) if tap is not None else None,
     )
 
 

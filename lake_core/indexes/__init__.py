@@ -12,7 +12,8 @@ A commit makes an index part of a snapshot with an ``AddIndex`` action and takes
 travel sees the indexes of that snapshot, and an index entry never outlives its object.
 
 Modules: :mod:`.meta` (an index entry), :mod:`.rules` (rules in the catalog),
-:mod:`.canonical`, :mod:`.hashing` and :mod:`.kinds` (the index objects' bytes),
+:mod:`.canonical`, :mod:`.hashing`, :mod:`.sbbf` (Parquet's bloom filters) and :mod:`.kinds`
+(the index objects' bytes),
 :mod:`.building` (indexing data objects), :mod:`.values` (which values a predicate pins a
 field to), :mod:`.pruner` (the read planner's rule), :mod:`.apply` (``lake index apply``).
 

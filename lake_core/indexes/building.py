@@ -25,6 +25,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -32,6 +33,8 @@ import pyarrow as pa
 from lake_core.errors import UsageError
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
+from lake_core.indexes.rules import BLOOM
+from lake_core.indexes.sbbf import physical
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
 
@@ -52,50 +55,112 @@ def index_key(pool_id: str, meta: IndexMeta) -> str:
     return PoolLayout(pool_id).index(meta.object, meta.rule_id, meta.id)
 
 
+@dataclass(frozen=True)
+class _Filter:
+    """A row group's split-block filter of one column, as the writer built it: the bitset, the
+    column's non-null values, how it is stored (:func:`~lake_core.indexes.sbbf.physical`)
+    and the rate it was asked for."""
+
+    bits: bytes
+    values: int
+    stored: str
+    fpp: float
+
+
+@dataclass(frozen=True)
+class _Group:
+    """What :meth:`IndexInputs.group` keeps of a row group: filters and canonical values, by
+    column name."""
+
+    filters: dict[str, _Filter]
+    values: dict[str, pa.Array[Any]]
+
+
 class IndexInputs:
     """``rules``' indexes of the objects a write lands, built from the rows as they are
     written: a :class:`~lake_core.encode.GroupTap` for the writer, and the source
     :func:`build_indexes` takes in place of reading those objects back.
 
-    :meth:`group` (on the writer's encoding threads) keeps each row group's indexed values in
-    canonical form; :meth:`landed` (while the object is put, and the next object encodes)
-    builds the object's index objects from them at once, keeping only their bytes. A
+    :meth:`bloom_filters` asks the writer for Parquet's split-block filter of every column a
+    bloom rule covers whose type has one (:func:`lake_core.indexes.sbbf.physical`; at the
+    lowest rate of the rules on it), built in C++ as the column is encoded; :meth:`group` (on
+    the writer's encoding threads) keeps those filters, and each row group's values of the
+    other indexed columns in canonical form; :meth:`landed` (while the object is put, and the
+    next object encodes) builds the object's index objects from them at once, keeping only
+    their bytes. A
     rule whose field a row group lacks, or whose values cannot be indexed — or any failure
     here: this is an optimisation, never a reason for a write to fail — gets nothing here for
     that object: the build reads it back (and logs why it skips the rule)."""
 
     def __init__(self, rules: Sequence[IndexRule]) -> None:
         self._rules = tuple(rules)
-        self._fields = tuple(dict.fromkeys(r.field for r in rules))
         self._built: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
+        self._blooms: dict[pa.Schema, dict[str, float]] = {}
 
-    def group(self, rows: pa.Table) -> dict[str, pa.Array[Any]]:
+    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]:
+        found = self._blooms.get(schema)
+        if found is None:
+            found = {}
+            for rule in self._rules:
+                if rule.kind != BLOOM or rule.field not in schema.names:
+                    continue
+                if physical(schema.field(rule.field).type) is not None:
+                    found[rule.field] = min(rule.fpp, found.get(rule.field, rule.fpp))
+            self._blooms[schema] = found  # a race computes the same twice: harmless
+        return found
+
+    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> _Group:
         from lake_core.indexes.canonical import check_indexable
         from lake_core.indexes.kinds import canonical_rows
 
-        out: dict[str, pa.Array[Any]] = {}
-        for name in self._fields:
+        asked = self.bloom_filters(rows.schema)
+        out = _Group({}, {})
+        for name, bits in filters.items():
+            if name in asked:
+                column = rows.column(name)
+                stored = physical(column.type) or ""
+                out.filters[name] = _Filter(
+                    bits, len(column) - column.null_count, stored, asked[name]
+                )
+        wanted = (r.field for r in self._rules if not (r.kind == BLOOM and r.field in asked))
+        for name in dict.fromkeys(wanted):
             if name not in rows.column_names:
                 continue
             field = rows.schema.field(name)
             try:
                 if pa.types.is_null(field.type):
-                    out[name] = pa.array([], pa.int64())  # all null: an empty index
+                    out.values[name] = pa.array([], pa.int64())  # all null: an empty index
                 else:
                     check_indexable(field)
-                    out[name] = canonical_rows(rows.column(name))
+                    out.values[name] = canonical_rows(rows.column(name))
             except Exception:  # noqa: BLE001 - an optimisation only: the build reads back
                 continue  # and says why it skips the rule
         return out
 
     def landed(self, meta: ObjectMeta, groups: list[Any]) -> None:
-        from lake_core.indexes.kinds import build_prepared, prepare_canonical
+        from lake_core.indexes.kinds import build_prepared, build_sbbf, prepare_canonical
 
         prepared: dict[tuple[str, str], list[Any]] = {}
         built: dict[tuple[str, str], bytes] = {}
         for rule in self._rules:
-            values = [g[rule.field] for g in groups if g is not None and rule.field in g]
+            filters = [g.filters[rule.field] for g in groups if rule.field in g.filters]
+            if rule.kind == BLOOM and filters:
+                if len(filters) < len(groups) or len({(f.stored, f.fpp) for f in filters}) > 1:
+                    continue  # the build reads the object back
+                try:
+                    built[(meta.id, rule.id)] = build_sbbf(
+                        [f.bits for f in filters],
+                        filters[0].stored,
+                        filters[0].fpp,
+                        sum(f.values for f in filters),
+                    )
+                except Exception:  # noqa: BLE001 - never fail the write (as below)
+                    log.debug(
+                        "index rule %s: object %s is left to the read-back build", rule, meta.id
+                    )
+                continue
+            values = [g.values[rule.field] for g in groups if rule.field in g.values]
             if len(values) < len(groups):
                 continue
             try:

@@ -29,6 +29,19 @@ A lookup reads the footer and the Parquet row groups of its values' buckets only
 "No" is certain; "maybe" is wrong for an absent value with probability about ``p`` per row group.
 A row group without a non-null value has ``m = 0`` and answers "no".
 
+``bloom``, version 2 (:data:`SBBF_VERSION`; the columns :func:`lake_core.indexes.sbbf.physical`
+covers: integers, date32, strings and binaries): the filters are Parquet's split-block bloom
+filters, built by the Parquet writer as it encodes the data object (or by writing the column
+alone: :func:`~lake_core.indexes.sbbf.column_filters`), one per data row group, and hashed as
+:mod:`lake_core.indexes.sbbf` says (xxHash64 of the plain encoding: no fingerprint). The
+header adds ``filter`` (``sbbf``), ``physical`` (how the column is stored: ``int32``,
+``int64`` or ``bytes``) and ``bucket_bits``; ``entries`` counts the non-null values. Each
+filter is cut into ``2**b`` buckets by the top ``b`` bits of the hash, which pick its blocks
+(:func:`~lake_core.indexes.sbbf.bucket_blocks`): one row per (bucket, data row group),
+``bucket``, ``rg``, ``first`` (the bucket's first block), ``blocks`` (the whole filter's)
+and ``bits`` (the bucket's blocks), one Parquet row group per bucket, as in version 1.
+Version 1 bloom indexes still answer.
+
 Invariant of both: :func:`index_row_groups` never omits a row group that holds one of the
 values; when it cannot answer (another hash fingerprint, a newer version, another kind) it
 returns None and the caller reads the object unpruned.
@@ -52,12 +65,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lake_core.errors import CorruptObjectError, UsageError
+from lake_core.indexes import sbbf
 from lake_core.indexes.canonical import canonical
 from lake_core.indexes.hashing import fingerprint, hash64
 from lake_core.indexes.rules import BLOOM, DEFAULT_FPP, EXACT, KINDS
 
 INDEX_FORMAT = "lakepool.index"
 INDEX_VERSION = 1
+#: The version of bloom indexes made of Parquet's split-block bloom filters.
+SBBF_VERSION = 2
+#: A version 2 bloom index cuts filters into buckets of about this many blocks or more.
+SBBF_BUCKET_BLOCKS = 32
 _META = INDEX_FORMAT.encode()
 #: Entries per index row group of an exact index: small enough that a lookup of one value
 #: reads little, large enough that the footer stays small.
@@ -86,6 +104,7 @@ __all__ = [
     "IndexInfo",
     "bloom_answers",
     "build_index",
+    "build_sbbf",
     "describe",
     "index_row_groups",
 ]
@@ -135,12 +154,60 @@ def build_index(
     row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]],
     *,
     fpp: float = DEFAULT_FPP,
+    version: int | None = None,
 ) -> bytes:
     """The index object of a data object whose indexed column holds ``row_groups[i]`` in its
-    row group ``i`` (see the module docstring). Raises UsageError for an unknown kind, a
-    bloom rate outside (0, 0.5) or a type indexes do not cover."""
+    row group ``i`` (see the module docstring; a bloom index of a column Parquet's filters
+    cover is version 2 unless ``version`` asks for 1, as earlier releases wrote). Raises
+    UsageError for an unknown kind, a bloom rate outside (0, 0.5) or a type indexes do not
+    cover."""
     check_build(kind, fpp)
+    stored = sbbf.physical(row_groups[0].type) if row_groups and version != INDEX_VERSION else None
+    if kind == BLOOM and stored:
+        values = sum(len(c) - c.null_count for c in row_groups)
+        return build_sbbf(sbbf.column_filters(row_groups, fpp), stored, fpp, values)
     return build_prepared(kind, prepare(kind, row_groups), fpp=fpp)
+
+
+def build_sbbf(filters: Sequence[bytes], stored: str, fpp: float, values: int) -> bytes:
+    """The version 2 bloom index of a data object whose row group ``i`` has the split-block
+    filter ``filters[i]`` (its bitset), for a column stored as ``stored``
+    (:func:`lake_core.indexes.sbbf.physical`) holding ``values`` non-null values."""
+    blocks = [len(f) // sbbf.BLOCK_BYTES for f in filters]
+    if any(len(f) % sbbf.BLOCK_BYTES for f in filters):
+        raise ValueError("a split-block filter that is not whole blocks")
+    typical = sorted(blocks)[len(blocks) // 2] if blocks else 0
+    bits = max(0, min(MAX_BUCKET_BITS, (typical // SBBF_BUCKET_BLOCKS).bit_length() - 1))
+    cols: dict[str, list[Any]] = {"bucket": [], "rg": [], "first": [], "blocks": [], "bits": []}
+    for bucket in range(1 << bits):
+        for rg, (bitset, z) in enumerate(zip(filters, blocks, strict=True)):
+            first, end = sbbf.bucket_blocks(z, bits, bucket)
+            cols["bucket"].append(bucket)
+            cols["rg"].append(rg)
+            cols["first"].append(first)
+            cols["blocks"].append(z)
+            cols["bits"].append(bitset[first * sbbf.BLOCK_BYTES : end * sbbf.BLOCK_BYTES])
+    table = pa.table(
+        {
+            "bucket": pa.array(cols["bucket"], pa.int32()),
+            "rg": pa.array(cols["rg"], pa.int32()),
+            "first": pa.array(cols["first"], pa.int32()),
+            "blocks": pa.array(cols["blocks"], pa.int32()),
+            "bits": pa.array(cols["bits"], pa.large_binary()),
+        }
+    )
+    header = {
+        "format": INDEX_FORMAT,
+        "version": SBBF_VERSION,
+        "kind": BLOOM,
+        "row_groups": len(filters),
+        "entries": values,
+        "fpp": fpp,
+        "filter": "sbbf",
+        "physical": stored,
+        "bucket_bits": bits,
+    }
+    return _write(table, header, max(1, len(filters)), ["bucket", "rg"])
 
 
 def check_build(kind: str, fpp: float) -> None:
@@ -510,7 +577,10 @@ def index_row_groups(
     pf, header = _open(source)
     if read is not None:
         read.append(pf.metadata.serialized_size + 8)
-    if header.get("kind") != kind or header.get("version") != INDEX_VERSION:
+    version = header.get("version")
+    if header.get("kind") != kind or not (
+        version == INDEX_VERSION or (kind == BLOOM and version == SBBF_VERSION)
+    ):
         return None
     wanted = pc.unique(canonical(values)).drop_null()
     if pa.types.is_floating(wanted.type) and pc.any(pc.is_nan(wanted)).as_py():
@@ -523,7 +593,7 @@ def index_row_groups(
         if kind == EXACT:
             return _lookup_exact(pf, wanted, read)
         if kind == BLOOM:
-            if header.get("fingerprint") != fingerprint():
+            if version == INDEX_VERSION and header.get("fingerprint") != fingerprint():
                 return None
             return _lookup_bloom(pf, wanted, header, read)
     except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
@@ -588,6 +658,8 @@ def _bloom_matrix(
     maybe = np.zeros((len(wanted), n_rgs), dtype=bool)
     if n_rgs == 0 or len(wanted) == 0:
         return [], maybe
+    if header.get("version") == SBBF_VERSION:
+        return _sbbf_matrix(pf, wanted, header, maybe, read)
     hashes = hash64(wanted)
     buckets = _bucket_of(hashes, int(header.get("bucket_bits", 0)))
     for bucket in sorted({int(b) for b in buckets}):
@@ -615,12 +687,47 @@ def _bloom_matrix(
     return list(range(n_rgs)), maybe
 
 
+def _sbbf_matrix(
+    pf: pq.ParquetFile,
+    wanted: pa.Array[Any],
+    header: dict[str, Any],
+    maybe: np.ndarray[Any, Any],
+    read: list[int] | None = None,
+) -> tuple[list[int], np.ndarray[Any, Any]]:
+    """:func:`_bloom_matrix` of a version 2 index, filling ``maybe``."""
+    stored = str(header["physical"])
+    bits = int(header["bucket_bits"])
+    hashes = [sbbf.hash_of(v, stored) for v in wanted.to_pylist()]
+    buckets = [(h >> 32) >> (32 - bits) if bits else 0 for h in hashes]
+    for bucket in sorted(set(buckets)):
+        if bucket >= pf.metadata.num_row_groups:
+            raise ValueError(f"bucket {bucket} of {pf.metadata.num_row_groups}")
+        part = pf.read_row_group(bucket, columns=["rg", "first", "blocks", "bits"])
+        if read is not None:
+            read.append(_bytes_of(pf, [bucket]) - pf.metadata.serialized_size - 8)
+        rows = [i for i, b in enumerate(buckets) if b == bucket]
+        for rg, first, blocks, blob in zip(
+            part.column("rg").to_pylist(),
+            part.column("first").to_pylist(),
+            part.column("blocks").to_pylist(),
+            part.column("bits").to_pylist(),
+            strict=True,
+        ):
+            if rg is None or first is None or blocks is None or blob is None:
+                raise ValueError("a bloom filter row without its blocks or row group")
+            for i in rows:
+                maybe[i, int(rg)] = sbbf.may_contain(blob, int(first), int(blocks), hashes[i])
+    return list(range(maybe.shape[1])), maybe
+
+
 def bloom_answers(source: pa.NativeFile | bytes, values: pa.Array[Any]) -> np.ndarray[Any, Any]:
     """For each of ``values`` (the column's type, no nulls) and each data row group, whether a
     bloom index says "maybe": a matrix (len(values), row groups), for measuring its
     false-positive rate. CorruptObjectError for bytes that are not a bloom index of this
     hash fingerprint."""
     pf, header = _open(source)
-    if header.get("kind") != BLOOM or header.get("fingerprint") != fingerprint():
+    if header.get("kind") != BLOOM or (
+        header.get("version") != SBBF_VERSION and header.get("fingerprint") != fingerprint()
+    ):
         raise CorruptObjectError("index", "not a bloom index of this lakepool's hash")
     return _bloom_matrix(pf, canonical(values), header)[1]

@@ -194,11 +194,17 @@ def test_values_longer_than_statistics_keep(kind: str) -> None:
     assert index_row_groups(kind, data, pa.array([long[1]])) == frozenset({0})
 
 
-def test_bloom_row_groups_without_values_answer_no() -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_bloom_row_groups_without_values_answer_no(version: int) -> None:
     groups = [pa.array([None, None], pa.string()), pa.array(["a"]), pa.array([], pa.string())]
-    data = build_index(BLOOM, groups)
+    data = build_index(BLOOM, groups, version=version)
     assert index_row_groups(BLOOM, data, pa.array(["a", "b"])) == frozenset({1})
-    assert pq.read_table(pa.BufferReader(data)).column("m").to_pylist() == [0, 64, 0]
+    table = pq.read_table(pa.BufferReader(data))
+    if version == 1:
+        assert table.column("m").to_pylist() == [0, 64, 0]
+    else:  # one block each, nothing set where there is no value
+        assert table.column("blocks").to_pylist() == [1, 1, 1]
+        assert [set(b) for b in table.column("bits").to_pylist()][::2] == [{0}, {0}]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -241,11 +247,14 @@ def test_damaged_bytes_raise_corrupt_object_error(kind: str, damage: Any) -> Non
 
 
 def test_unknown_version_and_rewritten_fingerprint_cannot_be_decided() -> None:
-    bloom = build_index(BLOOM, [pa.array(["a"]), pa.array(["b"])])
-    assert index_row_groups(BLOOM, _rewrite_header(bloom), pa.array(["b"])) == frozenset({1})
-    assert index_row_groups(BLOOM, _rewrite_header(bloom, version=2), pa.array(["b"])) is None
+    for version in (1, 2):
+        bloom = build_index(BLOOM, [pa.array(["a"]), pa.array(["b"])], version=version)
+        assert index_row_groups(BLOOM, _rewrite_header(bloom), pa.array(["b"])) == frozenset({1})
+        assert index_row_groups(BLOOM, _rewrite_header(bloom, version=3), pa.array(["b"])) is None
     exact = build_index(EXACT, [pa.array(["a"]), pa.array(["b"])])
     assert index_row_groups(EXACT, _rewrite_header(exact, version=2), pa.array(["b"])) is None
+    # A version 1 bloom index under another hash fingerprint (version 2 hashes as Parquet does).
+    bloom = build_index(BLOOM, [pa.array(["a"]), pa.array(["b"])], version=1)
     other = _rewrite_header(bloom, fingerprint=hashing.fingerprint()[::-1] + "0")
     assert index_row_groups(BLOOM, other, pa.array(["b"])) is None
 

@@ -313,7 +313,12 @@ class _Tap:
         self.landed_ids: list[str] = []
         self.done = threading.Event()
 
-    def group(self, rows: pa.Table) -> int:
+    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]:
+        return {"s": 0.01} if "s" in schema.names else {}
+
+    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> int:
+        # The filter asked for, taken out of the fragment: whole 32-byte blocks.
+        assert set(filters) == {"s"} and filters["s"] and len(filters["s"]) % 32 == 0
         return rows.num_rows
 
     def landed(self, meta: Any, groups: list[Any]) -> None:
@@ -342,6 +347,14 @@ def test_the_tap_hears_each_object_while_it_is_put_and_errors_reach_the_writer(
     tap = _Tap()
     metas = write(tap)
     assert tap.landed_ids == [m.id for m in metas] and len(metas) > 1
+    for meta in metas:  # the filters the tap asked for stayed out of the objects
+        file = pq.ParquetFile(pa.BufferReader(pool.store.get(pool.layout.data(meta.id))))
+        assert file.metadata.num_row_groups > 1
+        for g in range(file.metadata.num_row_groups):
+            chunks = file.metadata.row_group(g)
+            assert all(
+                chunks.column(c).bloom_filter_offset is None for c in range(chunks.num_columns)
+            )
     with pytest.raises(ValueError, match="tap failed"):
         write(_Tap(fail=True))
 
