@@ -95,7 +95,9 @@ def encode_group(
     sink = pa.BufferOutputStream()
     compression: Any = options.compression
     blooms = tap.bloom_filters(schema) if tap is not None else {}
-    extra: dict[str, Any] = {"bloom_filter_options": writer_options(blooms)} if blooms else {}
+    extra: dict[str, Any] = {}
+    if blooms:
+        extra["bloom_filter_options"] = writer_options(blooms, group.num_rows)
     with pq.ParquetWriter(
         sink,
         schema,

@@ -80,11 +80,15 @@ def physical(t: pa.DataType) -> str | None:
     return None
 
 
-def writer_options(columns: dict[str, float]) -> dict[str, dict[str, float]]:
+def writer_options(columns: dict[str, float], rows: int) -> dict[str, dict[str, float]]:
     """``bloom_filter_options`` asking the Parquet writer for a filter of each of ``columns``
-    (name: false-positive rate). No ``ndv``: pyarrow then sizes each filter by the distinct
-    values the chunk holds, not by a guess."""
-    return {name: {"fpp": fpp} for name, fpp in columns.items()}
+    (name: false-positive rate) in row groups of at most ``rows`` rows. pyarrow starts each
+    filter at the size for ``ndv`` distinct values and folds it down to the size the chunk's
+    distinct values need; ``ndv`` is the row count, which no chunk exceeds. Left out, ``ndv``
+    is a million, and folding a filter that large took 60 ms per 24,000-row group here,
+    against 1-2 ms (and the same bits)."""
+    ndv = max(1, rows)
+    return {name: {"ndv": ndv, "fpp": fpp} for name, fpp in columns.items()}
 
 
 def filter_bits(raw: bytes | memoryview) -> bytes:
@@ -138,9 +142,8 @@ def column_filters(
         return []
     field = pa.field("v", columns[0].type)
     sink = io.BytesIO()
-    with pq.ParquetWriter(
-        sink, pa.schema([field]), bloom_filter_options=writer_options({"v": fpp})
-    ) as w:
+    blooms = writer_options({"v": fpp}, max(len(c) for c in columns))
+    with pq.ParquetWriter(sink, pa.schema([field]), bloom_filter_options=blooms) as w:
         for values in columns:
             chunk = values if isinstance(values, pa.ChunkedArray) else pa.chunked_array([values])
             w.write_table(pa.table({"v": chunk}), row_group_size=max(1, len(values)))
