@@ -87,10 +87,9 @@ class IndexInputs:
     the writer's encoding threads) keeps those filters, and each row group's values of the
     other indexed columns in canonical form; :meth:`landed` (while the object is put, and the
     next object encodes) builds the object's index objects from them at once, keeping only
-    their bytes. A
-    rule whose field a row group lacks, or whose values cannot be indexed — or any failure
-    here: this is an optimisation, never a reason for a write to fail — gets nothing here for
-    that object: the build reads it back (and logs why it skips the rule)."""
+    their bytes. A rule whose field a row group lacks, or whose values cannot be indexed — or
+    any failure here: this is an optimisation, never a reason for a write to fail — gets
+    nothing here for that object: the build reads it back (and logs why it skips the rule)."""
 
     def __init__(self, rules: Sequence[IndexRule]) -> None:
         self._rules = tuple(rules)

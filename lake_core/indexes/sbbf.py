@@ -39,7 +39,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import xxhash
 
 #: The eight salts of the format's block insert and check.
 SALT = (
@@ -156,6 +155,8 @@ def column_filters(
 def hash_of(value: Any, kind: str) -> int:
     """xxHash64 of the plain encoding of ``value`` (canonical: an int for ``int32`` and
     ``int64``, str or bytes for ``bytes``) as a column stored ``kind`` holds it."""
+    import xxhash  # deferred: a write imports this module, and only lookups hash
+
     if kind == "int32":
         return xxhash.xxh64_intdigest(_INT32.pack(int(value) & 0xFFFF_FFFF))
     if kind == "int64":
