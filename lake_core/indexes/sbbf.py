@@ -126,7 +126,9 @@ def filters_in(data: bytes | memoryview, meta: pq.FileMetaData, column: int) -> 
     out: list[bytes | None] = []
     for g in range(meta.num_row_groups):
         chunk = meta.row_group(g).column(column)
-        at, length = chunk.bloom_filter_offset, chunk.bloom_filter_length
+        # pyarrow 26 has these; its type stubs do not yet.
+        at = chunk.bloom_filter_offset  # type: ignore[attr-defined]
+        length = chunk.bloom_filter_length  # type: ignore[attr-defined]
         out.append(None if at is None or not length else filter_bits(view[at : at + length]))
     return out
 
