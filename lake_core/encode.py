@@ -94,7 +94,7 @@ def encode_group(
     :mod:`lake_core.stitch`)."""
     sink = pa.BufferOutputStream()
     compression: Any = options.compression
-    blooms = tap.bloom_filters(schema) if tap is not None else {}
+    blooms = _asked(tap, schema)
     extra: dict[str, Any] = {}
     if blooms:
         extra["bloom_filter_options"] = writer_options(blooms, group.num_rows)
@@ -116,8 +116,11 @@ def encode_group(
         chunks = meta.row_group(0)
         for i in range(chunks.num_columns):
             name = chunks.column(i).path_in_schema
-            if name in blooms and (bits := filters_in(data, meta, i)[0]) is not None:
-                filters[name] = bits
+            try:
+                if name in blooms and (bits := filters_in(data, meta, i)[0]) is not None:
+                    filters[name] = bits
+            except ValueError:  # an index input only: without it the build reads back
+                continue
     return EncodedGroup(
         fragment,
         group.num_rows,
@@ -125,6 +128,17 @@ def encode_group(
         group.select(key_names),
         tap.group(group, filters) if tap is not None else None,
     )
+
+
+def _asked(tap: GroupTap | None, schema: pa.Schema) -> dict[str, float]:
+    """The bloom filters ``tap`` asks for in ``schema`` ({} if it fails: they only save the
+    index build a read-back, never a reason for a write to fail)."""
+    if tap is None:
+        return {}
+    try:
+        return tap.bloom_filters(schema)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return {}
 
 
 def _footer_min_max(t: pa.DataType, st: Any) -> tuple[Any, Any] | None:

@@ -65,7 +65,8 @@ def _bytes_view(data: bytes | memoryview) -> memoryview:
 
 
 class StitchError(ValueError):
-    """A fragment cannot be stitched (not Parquet, or it has bytes behind its chunks)."""
+    """A fragment cannot be stitched (not Parquet, or it has bytes other than bloom filters
+    behind its chunks, or a page index)."""
 
 
 # The walk below is the hot Python of writing many row groups: plain functions over ``bytes``

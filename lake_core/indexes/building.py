@@ -6,12 +6,15 @@ apply`` calls it for objects already live. An index is built from the data objec
 (its row groups read back, the indexed columns only), so one path serves loads, compaction,
 upserts, merges and reverts alike, and the row-group numbers an index records are the file's.
 A load skips the read-back: its writer shows each row group to an :class:`IndexInputs` as it
-encodes it (on the encoding threads), which keeps the indexed values of the very rows written
-in canonical form and builds an object's index objects once the object is put
-(:func:`lake_core.indexes.kinds.prepare_canonical`, :func:`~lake_core.indexes.kinds.
-build_prepared`); the commit then only writes them. Preparing from the rows or from the file gives the same
-index (the Parquet round trip of an indexable column is exact, and :func:`~lake_core.indexes.
-canonical.canonical` removes the type differences it could make).
+encodes it (on the encoding threads), which keeps the Parquet bloom filters the writer built of
+its version 2 bloom columns, and the indexed values of the very rows written in canonical form
+for the other rules, and builds an object's index objects once the object is put
+(:func:`lake_core.indexes.kinds.build_sbbf`, :func:`~lake_core.indexes.kinds.prepare_canonical`,
+:func:`~lake_core.indexes.kinds.build_prepared`); the commit then only writes them. Building
+from the rows or from the file gives the same index: the Parquet round trip of an indexable
+column is exact, :func:`~lake_core.indexes.canonical.canonical` removes the type differences it
+could make, and a read-back writes the column alone with the options the writer had
+(:func:`lake_core.indexes.sbbf.column_filters`: the same filters).
 
 Invariants: an index object is written (put-if-missing, a fresh KSUID name) before the commit
 that names it, so a commit never names a missing index; an object without the rule's field, or
@@ -143,10 +146,17 @@ class IndexInputs:
         prepared: dict[tuple[str, str], list[Any]] = {}
         built: dict[tuple[str, str], bytes] = {}
         for rule in self._rules:
-            filters = [g.filters[rule.field] for g in groups if rule.field in g.filters]
+            filters = [
+                g.filters[rule.field] for g in groups if g is not None and rule.field in g.filters
+            ]
             if rule.kind == BLOOM and filters:
-                if len(filters) < len(groups) or len({(f.stored, f.fpp) for f in filters}) > 1:
-                    continue  # the build reads the object back
+                if len(filters) < len(groups) or {(f.stored, f.fpp) for f in filters} != {
+                    (filters[0].stored, rule.fpp)
+                }:
+                    # Filters at another rule's lower rate (two rules on one field), or not
+                    # of every row group: the build reads the object back, so that a load
+                    # and ``lake index apply`` make the same index.
+                    continue
                 try:
                     built[(meta.id, rule.id)] = build_sbbf(
                         [f.bits for f in filters],
@@ -159,7 +169,9 @@ class IndexInputs:
                         "index rule %s: object %s is left to the read-back build", rule, meta.id
                     )
                 continue
-            values = [g.values[rule.field] for g in groups if rule.field in g.values]
+            values = [
+                g.values[rule.field] for g in groups if g is not None and rule.field in g.values
+            ]
             if len(values) < len(groups):
                 continue
             try:
@@ -261,10 +273,13 @@ def _index_object(
     out = []
     for rule in usable:
         columns: list[Any] = [g.column(rule.field) for g in groups]
+        version = None
         if columns and pa.types.is_null(columns[0].type):
-            columns = [pa.array([], pa.int64()) for _ in columns]  # no value in any row group
+            # No value in any row group: an empty index, of version 1 as a load builds it.
+            columns = [pa.array([], pa.int64()) for _ in columns]
+            version = 1
         try:
-            data = build_index(rule.kind, columns, fpp=rule.fpp)
+            data = build_index(rule.kind, columns, fpp=rule.fpp, version=version)
         except (UsageError, ValueError, pa.ArrowException) as e:
             # The object's values, not the store: an entry left out is always correct (the
             # object is read unpruned). Store errors still fail the write, to be retried.

@@ -3,8 +3,9 @@
 An index object is one Parquet file describing one data object's indexed column, row group by
 row group (the data object's own row groups: a lookup answers which of them may hold a value).
 Its schema metadata holds ``lakepool.index``: JSON with ``format`` (``lakepool.index``),
-``version`` (1), ``kind``, ``row_groups`` (of the data object), ``entries`` and, for bloom,
-``fpp`` and the hash ``fingerprint`` (:mod:`lake_core.indexes.hashing`).
+``version`` (1; 2 for bloom indexes of Parquet's filters, below), ``kind``, ``row_groups`` (of
+the data object), ``entries`` and, for bloom, ``fpp`` and the hash ``fingerprint``
+(:mod:`lake_core.indexes.hashing`).
 
 ``exact``: one row per distinct (canonical value, row group) pair, columns ``value`` and ``rg``
 (int32), sorted by value then row group, in index row groups of :data:`EXACT_GROUP_ROWS` entries
@@ -596,6 +597,8 @@ def index_row_groups(
             if version == INDEX_VERSION and header.get("fingerprint") != fingerprint():
                 return None
             return _lookup_bloom(pf, wanted, header, read)
+    except ImportError:  # the hash's library missing (xxhash, DuckDB): cannot tell
+        return None
     except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
         raise CorruptObjectError("index", f"malformed index object ({e})") from None
     return None
@@ -697,15 +700,15 @@ def _sbbf_matrix(
     """:func:`_bloom_matrix` of a version 2 index, filling ``maybe``."""
     stored = str(header["physical"])
     bits = int(header["bucket_bits"])
-    hashes = [sbbf.hash_of(v, stored) for v in wanted.to_pylist()]
-    buckets = [(h >> 32) >> (32 - bits) if bits else 0 for h in hashes]
-    for bucket in sorted(set(buckets)):
+    hashes = np.array([sbbf.hash_of(v, stored) for v in wanted.to_pylist()], dtype=np.uint64)
+    buckets = _bucket_of(hashes, bits)
+    for bucket in sorted({int(b) for b in buckets}):
         if bucket >= pf.metadata.num_row_groups:
             raise ValueError(f"bucket {bucket} of {pf.metadata.num_row_groups}")
         part = pf.read_row_group(bucket, columns=["rg", "first", "blocks", "bits"])
         if read is not None:
             read.append(_bytes_of(pf, [bucket]) - pf.metadata.serialized_size - 8)
-        rows = [i for i, b in enumerate(buckets) if b == bucket]
+        rows = np.flatnonzero(buckets == bucket)
         for rg, first, blocks, blob in zip(
             part.column("rg").to_pylist(),
             part.column("first").to_pylist(),
@@ -715,16 +718,17 @@ def _sbbf_matrix(
         ):
             if rg is None or first is None or blocks is None or blob is None:
                 raise ValueError("a bloom filter row without its blocks or row group")
-            for i in rows:
-                maybe[i, int(rg)] = sbbf.may_contain(blob, int(first), int(blocks), hashes[i])
+            if len(blob) % sbbf.BLOCK_BYTES:
+                raise ValueError("a bloom filter row that is not whole blocks")
+            maybe[rows, int(rg)] = sbbf.may_contain_all(blob, int(first), int(blocks), hashes[rows])
     return list(range(maybe.shape[1])), maybe
 
 
 def bloom_answers(source: pa.NativeFile | bytes, values: pa.Array[Any]) -> np.ndarray[Any, Any]:
     """For each of ``values`` (the column's type, no nulls) and each data row group, whether a
     bloom index says "maybe": a matrix (len(values), row groups), for measuring its
-    false-positive rate. CorruptObjectError for bytes that are not a bloom index of this
-    hash fingerprint."""
+    false-positive rate. CorruptObjectError for bytes that are not a bloom index this release
+    can read (version 2, or version 1 of this hash fingerprint)."""
     pf, header = _open(source)
     if header.get("kind") != BLOOM or (
         header.get("version") != SBBF_VERSION and header.get("fingerprint") != fingerprint()

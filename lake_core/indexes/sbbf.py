@@ -37,6 +37,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -52,6 +53,7 @@ SALT = (
     0x5C6BFB31,
 )
 BLOCK_BYTES = 32
+_SALTS = np.array(SALT, dtype=np.uint64)
 _WORDS = struct.Struct("<8I")
 _INT32 = struct.Struct("<I")
 _INT64 = struct.Struct("<Q")
@@ -138,7 +140,9 @@ def column_filters(
 ) -> list[bytes]:
     """The filters of consecutive row groups holding ``columns`` (one array each, the
     column's own type): the column written alone, one row group each, with filters at ``fpp``.
-    A row group without a non-null value gets an empty bitset (it holds nothing)."""
+    pyarrow gives a row group without a non-null value a filter of one empty block. ValueError
+    if the writer left a filter out of a row group that holds values (a filter missing must
+    never read as "holds nothing")."""
     if not columns:
         return []
     field = pa.field("v", columns[0].type)
@@ -151,6 +155,9 @@ def column_filters(
     data = sink.getvalue()
     meta = pq.ParquetFile(pa.BufferReader(data)).metadata
     filters = filters_in(data, meta, 0)
+    for bits, values in zip(filters, columns, strict=True):
+        if bits is None and len(values) > values.null_count:
+            raise ValueError("the Parquet writer left out the bloom filter of a row group")
     return [b"" if f is None else f for f in filters]
 
 
@@ -180,6 +187,24 @@ def bucket_blocks(blocks: int, bucket_bits: int, bucket: int) -> tuple[int, int]
     first = (bucket * blocks) >> bucket_bits
     end = ((bucket + 1) * blocks + (1 << bucket_bits) - 1) >> bucket_bits
     return first, max(end, first + 1) if blocks else first
+
+
+def may_contain_all(
+    bits: bytes, first: int, blocks: int, hashes: np.ndarray[Any, np.dtype[np.uint64]]
+) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """:func:`may_contain` of each of ``hashes`` at once (long IN lists)."""
+    if blocks == 0 or len(hashes) == 0:
+        return np.zeros(len(hashes), dtype=bool)
+    words = np.frombuffer(bits, dtype="<u4").reshape(-1, 8)
+    # (h >> 32) * blocks < 2**64: exact in uint64.
+    at = ((hashes >> np.uint64(32)) * np.uint64(blocks)) >> np.uint64(32)
+    at = at.astype(np.int64) - first
+    if len(at) and (at.min() < 0 or at.max() >= len(words)):
+        raise ValueError("a hash outside the blocks of its bucket")
+    low = hashes & np.uint64(0xFFFF_FFFF)
+    shifts = ((low[:, None] * _SALTS[None, :]) & np.uint64(0xFFFF_FFFF)) >> np.uint64(27)
+    chosen = words[at].astype(np.uint64)
+    return np.all((chosen >> shifts) & np.uint64(1), axis=1)
 
 
 def may_contain(bits: bytes | memoryview, first: int, blocks: int, h: int) -> bool:

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import io
 import random
+import sys
 from collections.abc import Callable
 from datetime import date, timedelta
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import lake_core.integrity
 from lake_core import Lake
 from lake_core.indexes import sbbf
+from lake_core.indexes.apply import apply_rule, remove_rule
 from lake_core.indexes.building import index_key
 from lake_core.indexes.kinds import BLOOM, build_index, describe, index_row_groups
 
@@ -66,14 +70,23 @@ def _table(value_type: pa.DataType, draw: Callable[[random.Random], Any], edges:
     return pa.table({"ts": pa.array(range(ROWS), pa.int64()), "v": column}), values
 
 
+def _no_read_back(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a load read one of its objects back to index it")
+
+
 @pytest.mark.parametrize("case", TYPES, ids=[t[0] for t in TYPES])
-def test_a_loads_filters_find_every_value_of_every_covered_type(lake: Lake, case: Any) -> None:
+def test_a_loads_filters_find_every_value_of_every_covered_type(
+    lake: Lake, case: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, value_type, draw, edges = case
     table, values = _table(value_type, draw, edges)
     lake.create_pool("p", "ts:asc", seek_stride=4096)
     lake.create_index_rule("by_v", "v", "bloom")
     pool = lake.pool("p")
+    # A tripwire, not a stand-in: the load must index from the writer's filters.
+    monkeypatch.setattr(lake_core.integrity, "open_verified", _no_read_back)
     pool.load(table)
+    monkeypatch.undo()
     snap = pool.snapshot(pool.tip())
     (obj,) = snap.objects.values()
     meta = snap.indexes[(obj.id, "by_v")]
@@ -163,3 +176,70 @@ def test_filter_bytes_that_are_not_a_split_block_filter_are_refused() -> None:
     for bad in (b"", raw[:-1], raw[:3] + b"\x2c" + raw[4:], b"\x16" + raw[1:]):
         with pytest.raises(ValueError):
             sbbf.filter_bits(bad)
+
+
+def test_a_load_and_apply_make_the_same_indexes_of_two_rules_and_of_an_all_null_field(
+    lake: Lake,
+) -> None:
+    """Two bloom rules on one field at different rates (the writer builds one filter, at the
+    lower rate) and a bloom rule on a field null in every row: each index a load makes is the
+    one ``lake index apply`` makes afterwards, byte for byte."""
+    rng = random.Random(9)
+    lake.create_pool("p", "ts:asc", seek_stride=4096)
+    lake.create_index_rule("fine", "v", "bloom", fpp=0.01)
+    lake.create_index_rule("coarse", "v", "bloom", fpp=0.05)
+    lake.create_index_rule("empty", "nothing", "bloom")
+    pool = lake.pool("p")
+    values = [f"w{rng.randrange(10**6)}" for _ in range(ROWS)]
+    pool.load(
+        pa.table({"ts": pa.array(range(ROWS)), "v": pa.array(values), "nothing": pa.nulls(ROWS)})
+    )
+
+    def indexes() -> dict[str, tuple[int, float | None, bytes]]:
+        snap = pool.snapshot(pool.tip())
+        out = {}
+        for (_, rule), meta in snap.indexes.items():
+            data = pool.store.get(index_key(pool.id, meta))
+            out[rule] = (describe(data).version, describe(data).fpp, data)
+        return out
+
+    loaded = indexes()
+    assert {r: v[:2] for r, v in loaded.items()} == {
+        "fine": (2, 0.01),
+        "coarse": (2, 0.05),
+        "empty": (1, 0.01),
+    }
+    for rule in pool.index_rules:
+        remove_rule(pool, rule.name)
+        assert rule.name not in indexes()
+        apply_rule(pool, rule)
+    assert indexes() == loaded
+
+
+def test_many_values_are_checked_at_once_as_one_at_a_time() -> None:
+    """``may_contain_all`` (long IN lists) answers what ``may_contain`` answers per value, for
+    every bucket of a filter cut as an index object cuts it."""
+    rng = random.Random(4)
+    held = [f"x{rng.randrange(10**9)}" for _ in range(20_000)]
+    (bits,) = sbbf.column_filters([pa.array(held)], 0.01)
+    blocks = len(bits) // sbbf.BLOCK_BYTES
+    probes = held[:500] + [f"y{i}" for i in range(2_000)]
+    hashes = np.array([sbbf.hash_of(v, "bytes") for v in probes], dtype=np.uint64)
+    for bucket_bits in (0, 3):
+        bucket_of = (hashes >> np.uint64(64 - bucket_bits)) if bucket_bits else hashes * 0
+        for bucket in range(1 << bucket_bits):
+            first, end = sbbf.bucket_blocks(blocks, bucket_bits, bucket)
+            part = bits[first * sbbf.BLOCK_BYTES : end * sbbf.BLOCK_BYTES]
+            mine = hashes[bucket_of == np.uint64(bucket)]
+            at_once = sbbf.may_contain_all(part, first, blocks, mine).tolist()
+            assert at_once == [sbbf.may_contain(part, first, blocks, int(h)) for h in mine]
+    assert all(sbbf.may_contain(bits, 0, blocks, int(h)) for h in hashes[:500])
+
+
+def test_without_the_hash_library_a_lookup_cannot_tell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lookup that cannot hash (``xxhash`` missing) answers None: the object is read
+    unpruned, never a failed read or a lost row."""
+    data = build_index(BLOOM, [pa.array(["a"]), pa.array(["b"])])
+    assert index_row_groups(BLOOM, data, pa.array(["b"])) == frozenset({1})
+    monkeypatch.setitem(sys.modules, "xxhash", None)  # import xxhash raises ImportError
+    assert index_row_groups(BLOOM, data, pa.array(["b"])) is None
