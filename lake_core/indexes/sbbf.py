@@ -197,14 +197,15 @@ def may_contain_all(
         return np.zeros(len(hashes), dtype=bool)
     words = np.frombuffer(bits, dtype="<u4").reshape(-1, 8)
     # (h >> 32) * blocks < 2**64: exact in uint64.
-    at = ((hashes >> np.uint64(32)) * np.uint64(blocks)) >> np.uint64(32)
-    at = at.astype(np.int64) - first
+    block = ((hashes >> np.uint64(32)) * np.uint64(blocks)) >> np.uint64(32)
+    at = block.astype(np.int64) - first
     if len(at) and (at.min() < 0 or at.max() >= len(words)):
         raise ValueError("a hash outside the blocks of its bucket")
     low = hashes & np.uint64(0xFFFF_FFFF)
     shifts = ((low[:, None] * _SALTS[None, :]) & np.uint64(0xFFFF_FFFF)) >> np.uint64(27)
     chosen = words[at].astype(np.uint64)
-    return np.all((chosen >> shifts) & np.uint64(1), axis=1)
+    found: np.ndarray[Any, np.dtype[np.bool_]] = np.all((chosen >> shifts) & np.uint64(1), axis=1)
+    return found
 
 
 def may_contain(bits: bytes | memoryview, first: int, blocks: int, h: int) -> bool:
