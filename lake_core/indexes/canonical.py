@@ -41,11 +41,11 @@ def _value_type(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
 
-def _is_string(t: pa.DataType) -> bool:
+def is_string_type(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
-def _is_binary(t: pa.DataType) -> bool:
+def is_binary_type(t: pa.DataType) -> bool:
     return (
         pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
@@ -60,8 +60,8 @@ def indexable(t: pa.DataType) -> bool:
         pa.types.is_integer(t)
         or pa.types.is_boolean(t)
         or pa.types.is_floating(t)
-        or _is_string(t)
-        or _is_binary(t)
+        or is_string_type(t)
+        or is_binary_type(t)
         or pa.types.is_temporal(t)
     )
 
@@ -90,9 +90,9 @@ def canonical(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
         # -0.0 == 0.0: one canonical zero (NaN stays NaN; no lookup pins NaN).
         zero = pa.scalar(0.0)
         return pc.if_else(pc.equal(as64, zero), zero, as64)  # type: ignore[no-any-return]
-    if _is_string(t):
+    if is_string_type(t):
         return arr.cast(pa.large_string())  # type: ignore[no-any-return]
-    if _is_binary(t):
+    if is_binary_type(t):
         return arr.cast(pa.large_binary())  # type: ignore[no-any-return]
     # Parquet has no unit of seconds for times and timestamps: such a column reads back in
     # milliseconds. Seconds are counted in milliseconds here, so a value has one canonical

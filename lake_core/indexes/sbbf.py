@@ -41,6 +41,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lake_core.indexes.canonical import is_binary_type, is_string_type
+
 #: The eight salts of the format's block insert and check.
 SALT = (
     0x47B6137B,
@@ -68,15 +70,7 @@ def physical(t: pa.DataType) -> str | None:
         return "int64"
     if pa.types.is_integer(t) or pa.types.is_date32(t):
         return "int32"
-    if (
-        pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_string_view(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_binary_view(t)
-        or pa.types.is_fixed_size_binary(t)
-    ):
+    if is_string_type(t) or is_binary_type(t):
         return "bytes"
     return None
 
