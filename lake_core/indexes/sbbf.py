@@ -23,8 +23,8 @@ string, binary (any width, views), fixed-size  ``bytes``  the bytes themselves (
 =============================================  =========  ==================================
 
 Other indexable types (floats, whose filter tells ``0.0`` from ``-0.0``; booleans, which get
-no filter; times and timestamps, whose stored unit can differ from the Arrow one) keep the
-version 1 filters of :mod:`lake_core.indexes.kinds`.
+no filter; times and timestamps, whose stored unit can differ from the Arrow one; date64,
+stored as days) keep the version 1 filters of :mod:`lake_core.indexes.kinds`.
 
 Invariant: :func:`may_contain` is True for every value the row group holds (a filter has no
 false negatives); for an absent value it is True with about the rate the filter was sized for.
