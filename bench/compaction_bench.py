@@ -101,7 +101,6 @@ def lake_load(parts: list[pa.Table], path: Path) -> dict[str, Any]:
             "overlapping": fragmentation(pool).overlapping_objects}
 
 
-
 def lake_compact(path: str) -> dict[str, Any]:
     """Child process: compact the copied pool; peak RSS covers open + compaction."""
     pool = Lake.open(path).pool("lineitem")

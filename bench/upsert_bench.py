@@ -168,7 +168,6 @@ def _counts(table: pa.Table) -> dict[str, int]:
     }
 
 
-
 def lake_upsert(path: str, changes: str) -> dict[str, Any]:
     """Child process: one upsert into the copied pool, then its checks (outside the clock)."""
     source = pq.read_table(changes)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lake_core.indexes.sbbf import filters_in, writer_options
 from lake_core.stats import ColumnMeta, column_meta
 from lake_core.stitch import Fragment, split_fragment
 
@@ -50,17 +49,17 @@ class EncodeOptions:
 
 class GroupTap(Protocol):
     """Something a write shows its rows as it encodes them (the index builder,
-    :class:`lake_core.indexes.building.IndexInputs`): :meth:`bloom_filters` says which columns
-    the Parquet writer should build a split-block bloom filter of (name: false-positive rate)
-    in a row group of ``schema``; :meth:`group` sees each row group on the thread that encodes
-    it, with the bitsets of those filters (:mod:`lake_core.indexes.sbbf`; the object will not
-    hold them); :meth:`landed` each object while it is put (on a thread of its own; the write
-    waits for it; objects one at a time, in order), with what :meth:`group` returned for its
-    row groups, in the object's row-group order."""
+    :class:`lake_core.indexes.building.IndexInputs`): :meth:`writer_options` adds Parquet
+    writer options for a row group of ``rows`` rows of ``schema`` (the index builder asks for
+    bloom filters; anything the writer puts behind a fragment's chunks stays out of the object,
+    see :mod:`lake_core.stitch`); :meth:`group` sees each row group on the thread that encodes
+    it, with the fragment written (its bytes and footer); :meth:`landed` each object while it
+    is put (on a thread of its own; the write waits for it; objects one at a time, in order),
+    with what :meth:`group` returned for its row groups, in the object's row-group order."""
 
-    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]: ...
+    def writer_options(self, schema: pa.Schema, rows: int) -> dict[str, Any]: ...
 
-    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> Any: ...
+    def group(self, rows: pa.Table, data: memoryview, meta: pq.FileMetaData) -> Any: ...
 
     def landed(self, meta: ObjectMeta, groups: list[Any]) -> None: ...
 
@@ -89,15 +88,11 @@ def encode_group(
     key_names: list[str],
     tap: GroupTap | None = None,
 ) -> EncodedGroup:
-    """``group`` (of ``schema``) written as a one-group Parquet fragment; ``tap`` sees it,
-    with the bloom filters it asked for (taken out of the fragment: see
-    :mod:`lake_core.stitch`)."""
+    """``group`` (of ``schema``) written as a one-group Parquet fragment; ``tap`` sees it
+    (and may add writer options: :class:`GroupTap`)."""
     sink = pa.BufferOutputStream()
     compression: Any = options.compression
-    blooms = _asked(tap, schema)
-    extra: dict[str, Any] = {}
-    if blooms:
-        extra["bloom_filter_options"] = writer_options(blooms, group.num_rows)
+    extra = _asked(tap, schema, group.num_rows)
     with pq.ParquetWriter(
         sink,
         schema,
@@ -110,33 +105,25 @@ def encode_group(
     meta = w.writer.metadata
     data = memoryview(sink.getvalue())
     fragment = split_fragment(data)
-    filters: dict[str, bytes] = {}
-    if blooms:
-        fragment.footer  # noqa: B018 - walked now: its chunks end where the filters begin
-        chunks = meta.row_group(0)
-        for i in range(chunks.num_columns):
-            name = chunks.column(i).path_in_schema
-            try:
-                if name in blooms and (bits := filters_in(data, meta, i)[0]) is not None:
-                    filters[name] = bits
-            except ValueError:  # an index input only: without it the build reads back
-                continue
+    if extra:
+        # Walked now: its chunks end where what the writer added (bloom filters) begins.
+        fragment.footer  # noqa: B018
     return EncodedGroup(
         fragment,
         group.num_rows,
         group_stats(group, meta),
         group.select(key_names),
-        tap.group(group, filters) if tap is not None else None,
+        tap.group(group, data, meta) if tap is not None else None,
     )
 
 
-def _asked(tap: GroupTap | None, schema: pa.Schema) -> dict[str, float]:
-    """The bloom filters ``tap`` asks for in ``schema`` ({} if it fails: they only save the
-    index build a read-back, never a reason for a write to fail)."""
+def _asked(tap: GroupTap | None, schema: pa.Schema, rows: int) -> dict[str, Any]:
+    """The writer options ``tap`` asks for ({} if it fails: they only save the index build a
+    read-back, never a reason for a write to fail)."""
     if tap is None:
         return {}
     try:
-        return tap.bloom_filters(schema)
+        return tap.writer_options(schema, rows)
     except Exception:  # noqa: BLE001 - see the docstring
         return {}
 

@@ -32,12 +32,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lake_core.errors import UsageError
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
 from lake_core.indexes.rules import BLOOM
-from lake_core.indexes.sbbf import physical
+from lake_core.indexes.sbbf import filters_in, physical, writer_options
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
 
@@ -84,11 +85,11 @@ class IndexInputs:
     written: a :class:`~lake_core.encode.GroupTap` for the writer, and the source
     :func:`build_indexes` takes in place of reading those objects back.
 
-    :meth:`bloom_filters` asks the writer for Parquet's split-block filter of every column a
+    :meth:`writer_options` asks the writer for Parquet's split-block filter of every column a
     bloom rule covers whose type has one (:func:`lake_core.indexes.sbbf.physical`; at the
     lowest rate of the rules on it), built in C++ as the column is encoded; :meth:`group` (on
-    the writer's encoding threads) keeps those filters, and each row group's values of the
-    other indexed columns in canonical form; :meth:`landed` (while the object is put, and the
+    the writer's encoding threads) takes those filters out of the fragment, and keeps each
+    row group's values of the other indexed columns in canonical form; :meth:`landed` (while the object is put, and the
     next object encodes) builds the object's index objects from them at once, keeping only
     their bytes. A rule whose field a row group lacks, or whose values cannot be indexed — or
     any failure here: this is an optimisation, never a reason for a write to fail — gets
@@ -100,7 +101,12 @@ class IndexInputs:
         self._lock = threading.Lock()
         self._blooms: dict[pa.Schema, dict[str, float]] = {}
 
-    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]:
+    def writer_options(self, schema: pa.Schema, rows: int) -> dict[str, Any]:
+        blooms = self._bloom_columns(schema)
+        return {"bloom_filter_options": writer_options(blooms, rows)} if blooms else {}
+
+    def _bloom_columns(self, schema: pa.Schema) -> dict[str, float]:
+        """The columns of ``schema`` to ask Parquet's filter of, and at what rate."""
         found = self._blooms.get(schema)
         if found is None:
             found = {}
@@ -112,18 +118,25 @@ class IndexInputs:
             self._blooms[schema] = found  # a race computes the same twice: harmless
         return found
 
-    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> _Group:
+    def group(self, rows: pa.Table, data: memoryview, meta: pq.FileMetaData) -> _Group:
         from lake_core.indexes.canonical import check_indexable
         from lake_core.indexes.kinds import canonical_rows
 
-        asked = self.bloom_filters(rows.schema)
+        asked = self._bloom_columns(rows.schema)
         out = _Group({}, {})
-        for name, bits in filters.items():
-            if name in asked:
+        chunks = meta.row_group(0)
+        for i in range(chunks.num_columns if asked else 0):
+            name = chunks.column(i).path_in_schema
+            if name not in asked:
+                continue
+            try:
+                bits = filters_in(data, meta, i)[0]
+            except ValueError:  # not a filter this release reads: the build reads back
+                continue
+            if bits is not None:
                 column = rows.column(name)
-                stored = physical(column.type) or ""
                 out.filters[name] = _Filter(
-                    bits, len(column) - column.null_count, stored, asked[name]
+                    bits, len(column) - column.null_count, physical(column.type) or "", asked[name]
                 )
         wanted = (r.field for r in self._rules if not (r.kind == BLOOM and r.field in asked))
         for name in dict.fromkeys(wanted):
@@ -161,7 +174,7 @@ class IndexInputs:
                     built[(meta.id, rule.id)] = build_sbbf(
                         [f.bits for f in filters],
                         filters[0].stored,
-                        filters[0].fpp,
+                        rule.fpp,
                         sum(f.values for f in filters),
                     )
                 except Exception:  # noqa: BLE001 - never fail the write (as below)

@@ -313,12 +313,14 @@ class _Tap:
         self.landed_ids: list[str] = []
         self.done = threading.Event()
 
-    def bloom_filters(self, schema: pa.Schema) -> dict[str, float]:
-        return {"s": 0.01} if "s" in schema.names else {}
+    def writer_options(self, schema: pa.Schema, rows: int) -> dict[str, Any]:
+        return {"bloom_filter_options": {"s": {"ndv": rows, "fpp": 0.01}}}
 
-    def group(self, rows: pa.Table, filters: dict[str, bytes]) -> int:
-        # The filter asked for, taken out of the fragment: whole 32-byte blocks.
-        assert set(filters) == {"s"} and filters["s"] and len(filters["s"]) % 32 == 0
+    def group(self, rows: pa.Table, data: memoryview, meta: pq.FileMetaData) -> int:
+        # The fragment holds the filter asked for (which the object will not).
+        chunk = meta.row_group(0).column(rows.schema.get_field_index("s"))
+        assert chunk.path_in_schema == "s" and chunk.bloom_filter_length > 32
+        assert chunk.bloom_filter_offset + chunk.bloom_filter_length <= len(data)
         return rows.num_rows
 
     def landed(self, meta: Any, groups: list[Any]) -> None:
