@@ -184,6 +184,13 @@ class Pruner:
         """False vetoes the row group (decided when the object's footer is open)."""
         return True
 
+    def row_ranges(self, group: RowGroupView) -> list[tuple[int, int]] | None:
+        """The rows of a kept row group that may match, as sorted, disjoint ``[start, stop)``
+        ranges (the last may pass the group's end), or None: any row may. Only a rule that
+        knows rows narrows them (an exact index's row slices); an engine that reads whole
+        row groups may ignore them (:meth:`ReadPlan.row_ranges`)."""
+        return None
+
 
 class StatsPruner(Pruner):
     """Min/max/null-count pruning for a predicate: objects by the stats their commit recorded
@@ -251,9 +258,39 @@ class ReadPlan:
                 kept.append(rg)
         return kept
 
+    def row_ranges(
+        self, obj: ObjectMeta, metadata: pq.FileMetaData, group: int
+    ) -> list[tuple[int, int]] | None:
+        """The rows of kept row group ``group`` of ``obj`` that every rule lets through, as
+        sorted ``[start, stop)`` ranges within the group, or None: all of them. An engine that
+        can read part of a row group (:mod:`lake_core.pages`) reads only these; one that
+        cannot reads the group (rows outside the ranges cannot match: the engine's filter
+        drops them either way)."""
+        narrowing = [r for r in self.pruners if type(r).row_ranges is not Pruner.row_ranges]
+        if not narrowing:
+            return None
+        rows = metadata.row_group(group).num_rows
+        view = RowGroupView(obj, metadata, group, frozenset())
+        out: list[tuple[int, int]] | None = None
+        for rule in narrowing:
+            found = rule.row_ranges(view)
+            if found is None:
+                continue
+            found = [(a, min(b, rows)) for a, b in found if a < min(b, rows)]
+            out = found if out is None else _intersect(out, found)
+        return out
+
     def opened(self) -> None:
         """Count an object opened (its footer read)."""
         self.stats.objects_read += 1
+
+    def read_part(self, rows: int, fetched: int, groups: int = 1) -> None:
+        """Count part of a row group read by pages: ``rows`` rows, ``fetched`` bytes (the
+        pages, dictionaries and offset indexes fetched; ``groups`` 0 for the footer a page
+        reader fetches first)."""
+        self.stats.row_groups_read += groups
+        self.stats.rows_read += rows
+        self.stats.bytes_read += fetched
 
     def read(
         self, metadata: pq.FileMetaData, groups: Sequence[int], columns: Iterable[str], rows: int
@@ -268,6 +305,20 @@ class ReadPlan:
             for i in range(metadata.num_columns)
             if metadata.row_group(rg).column(i).path_in_schema.split(".")[0] in wanted
         )
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The rows in both sorted, disjoint range lists."""
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, stop = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if start < stop:
+            out.append((start, stop))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
 
 
 def plan_read(
@@ -321,11 +372,16 @@ class Fragment:
     #: With ``arrow_format``: the pyarrow fragment of the kept row groups, holding the footer
     #: read once (a scan of it does not fetch the footer again).
     arrow: Any = None
+    #: With ``row_ranges``: the kept row groups to read in part, by pages (left out of
+    #: ``row_groups`` and ``arrow``), with their rows (:meth:`ReadPlan.row_ranges`), and the
+    #: object's page reader (:class:`lake_core.pages.ObjectPages`) to read them with.
+    parts: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    pages: Any = None
 
     @property
     def whole(self) -> bool:
         """Whether every row group of the object is kept."""
-        return len(self.row_groups) == self.metadata.num_row_groups
+        return not self.parts and len(self.row_groups) == self.metadata.num_row_groups
 
 
 def open_fragments(
@@ -336,6 +392,7 @@ def open_fragments(
     columns: Iterable[str] | None = None,
     threads: int = 16,
     arrow_format: Any = None,
+    row_ranges: bool = False,
 ) -> list[Fragment]:
     """Open the footer of every planned object (checked against its commit, in parallel:
     on S3 each is a ranged GET), decide its row groups, and count what an engine reading
@@ -343,6 +400,10 @@ def open_fragments(
     with no row group are not returned. With ``arrow_format`` (a pyarrow ``ParquetFileFormat``)
     the footers are read through the store's Arrow filesystem as pyarrow fragments
     (:attr:`Fragment.arrow`) that keep them: an engine scanning those reads each footer once.
+    With ``row_ranges``, the row groups the plan narrows to some rows
+    (:meth:`ReadPlan.row_ranges`) that the object's pages can serve are handed over as
+    :attr:`Fragment.parts` instead, for the engine to read and count
+    (:meth:`ReadPlan.read_part`).
     Raises PurgedObjectError for an object purged since the snapshot, CorruptDataObjectError
     for one that is not what its commit recorded."""
     from lake_core.errors import ObjectNotFoundError, PurgedObjectError
@@ -377,10 +438,45 @@ def open_fragments(
             continue
         names = metadata.schema.to_arrow_schema().names
         read = names if wanted is None else [n for n in names if n.lower() in wanted]
+        key = layout.data(obj.id)
+        parts, pages = (
+            _parts(plan, store, key, obj, metadata, groups, read) if row_ranges else ({}, None)
+        )
+        groups = [g for g in groups if g not in parts]
         rows = sum(metadata.row_group(g).num_rows for g in groups)
         plan.read(metadata, groups, read, rows)
         arrow = whole
         if whole is not None and len(groups) < metadata.num_row_groups:
             arrow = whole.subset(row_group_ids=groups)  # shares the parsed footer
-        out.append(Fragment(obj, layout.data(obj.id), tuple(groups), metadata, arrow))
+        out.append(Fragment(obj, key, tuple(groups), metadata, arrow, parts, pages))
     return out
+
+
+def _parts(
+    plan: ReadPlan,
+    store: ObjectStore,
+    key: str,
+    obj: ObjectMeta,
+    metadata: pq.FileMetaData,
+    groups: Sequence[int],
+    columns: Sequence[str],
+) -> tuple[dict[int, list[tuple[int, int]]], Any]:
+    """The groups of ``groups`` to read in part (their rows), and the object's page reader;
+    none where the plan keeps whole groups or the object's pages cannot serve ``columns``."""
+    from lake_core.pages import ObjectPages, PageLayoutError
+
+    ranges = {}
+    for g in groups:
+        found = plan.row_ranges(obj, metadata, g)
+        if found is not None:
+            ranges[g] = found
+    if not ranges:
+        return {}, None
+    try:
+        pages = ObjectPages(
+            lambda offset, length: store.get_range(key, offset, length), obj.size, metadata
+        )
+    except PageLayoutError:
+        return {}, None
+    plan.read_part(0, pages.fetched, groups=0)
+    return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages

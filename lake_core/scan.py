@@ -35,6 +35,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.otree.blocks import revision_of
 from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.otree.settings import OTreeLayout
+from lake_core.pages import ObjectPages, PageLayoutError
 from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
 from lake_core.pruners import read_pruners
@@ -195,13 +196,51 @@ class Scan:
         schema = pa.schema(
             [self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]
         )
-        for step in [[g] for g in groups] if stream else [groups]:
-            table = opened.file.read_row_groups(step, columns=read_cols)
-            self.plan.read(meta, step, read_cols, table.num_rows)
+        parts, pages = self._parts(obj, opened.key, meta, groups, read_cols)
+        for step in [[g] for g in groups] if stream else _steps(groups, parts):
+            table = None
+            if pages is not None and step[0] in parts:
+                try:
+                    table, fetched = pages.read(step[0], read_cols, parts[step[0]])
+                    self.plan.read_part(table.num_rows, fetched)
+                except PageLayoutError:
+                    # Pages this reader cannot follow: the group whole, as pyarrow reads it
+                    # (an index never makes a read fail).
+                    table = None
+            if table is None:
+                table = opened.file.read_row_groups(step, columns=read_cols)
+                self.plan.read(meta, step, read_cols, table.num_rows)
             full = conform_to(table, schema)
             if self.filter is not None:
                 full = full.filter(self.filter)
             yield full
+
+    def _parts(
+        self,
+        obj: ObjectMeta,
+        key: str,
+        meta: Any,
+        groups: list[int],
+        columns: list[str],
+    ) -> tuple[dict[int, list[tuple[int, int]]], ObjectPages | None]:
+        """The row groups of ``groups`` to read in part, with their rows (the planner's
+        :meth:`~lake_core.planning.ReadPlan.row_ranges`), and the object's page reader; none
+        where the object cannot be read by pages (no page index, nested columns)."""
+        ranges = {}
+        for g in groups:
+            found = self.plan.row_ranges(obj, meta, g)
+            if found is not None:
+                ranges[g] = found
+        if not ranges:
+            return {}, None
+        try:
+            pages = ObjectPages(
+                lambda offset, length: self.store.get_range(key, offset, length), obj.size, meta
+            )
+        except PageLayoutError:
+            return {}, None
+        self.plan.read_part(0, pages.fetched, groups=0)
+        return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""
@@ -301,6 +340,18 @@ class _NullTail:
         ordering = table.select(names).append_column(tie, pa.array(np.concatenate(self.sources)))
         order = pc.sort_indices(ordering, sort_keys=[*keys, (tie, "ascending")])
         return [table.take(order)]
+
+
+def _steps(groups: list[int], parts: dict[int, list[tuple[int, int]]]) -> list[list[int]]:
+    """``groups`` in order as reads: each group read in part alone, the groups between read
+    whole together (one read, decoded in parallel)."""
+    out: list[list[int]] = []
+    for g in groups:
+        if g in parts or not out or out[-1][0] in parts:
+            out.append([g])
+        else:
+            out[-1].append(g)
+    return out
 
 
 def _sortable(bound: list[Any] | None, upper: bool = False) -> tuple[Any, ...]:

@@ -12,9 +12,13 @@ Invariants:
   file one ``ParquetWriter`` writes for the same row groups (tests/core/test_stitch.py compares
   them): the footer is the first fragment's with every row group listed, each with its file
   offsets moved by where its chunks now start and its ordinal renumbered;
-- fragments must not carry page indexes (they sit between the chunks and the footer, and their
-  offsets would need moving too): :func:`stitch` refuses a fragment that has one rather than
-  write a file that points into the wrong place;
+- page indexes move with their row groups: every fragment the writer encodes has them
+  (:data:`lake_core.encode.PAGE_ROWS`), behind its chunks, and a stitched file lays them out
+  as one writer does — every column index (groups in order, their columns in order), then
+  every offset index, each offset index's page offsets moved with its chunks and re-encoded —
+  with the footer's fields that locate them set to their new places (:func:`_page_index_pieces`,
+  :func:`shift_offset_index`); :func:`copy_row_groups` moves the copied groups' page indexes
+  the same way. Both are compared byte for byte with a writer's file in tests/core/test_stitch.py;
 - bloom filters are left behind: a walked footer no longer mentions them (the two fields of a
   column's metadata that locate its filter are cut out, and the next field's header re-encoded
   as if they had never been there), and a fragment's chunks end where its filters begin. So a
@@ -37,25 +41,46 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MAGIC = b"PAR1"
+from lake_core.thrift_compact import FALSE as _FALSE
+from lake_core.thrift_compact import I16 as _I16
+from lake_core.thrift_compact import I32 as _I32
+from lake_core.thrift_compact import I64 as _I64
+from lake_core.thrift_compact import LIST as _LIST
+from lake_core.thrift_compact import STOP as _STOP
+from lake_core.thrift_compact import STRUCT as _STRUCT
+from lake_core.thrift_compact import ThriftError
+from lake_core.thrift_compact import field_head as _field_head
+from lake_core.thrift_compact import field_header as _field_header
+from lake_core.thrift_compact import get_int as _get_int
+from lake_core.thrift_compact import list_head as _list_head
+from lake_core.thrift_compact import list_header as _list_header
+from lake_core.thrift_compact import put_varint as _put_varint
+from lake_core.thrift_compact import skip as _skip
+from lake_core.thrift_compact import skip_varint as _skip_varint
+from lake_core.thrift_compact import zigzag16 as _zigzag16
+from lake_core.thrift_compact import zigzag64 as _zigzag64
 
-# Compact protocol types.
-_STOP, _TRUE, _FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE, _BINARY = 0, 1, 2, 3, 4, 5, 6, 7, 8
-_LIST, _SET, _MAP, _STRUCT = 9, 10, 11, 12
+MAGIC = b"PAR1"
 
 # Field ids in parquet.thrift (parquet-format 2.x).
 _FILE_NUM_ROWS, _FILE_ROW_GROUPS = 3, 4
 _RG_COLUMNS, _RG_NUM_ROWS, _RG_FILE_OFFSET, _RG_ORDINAL = 1, 3, 5, 7
 _CC_FILE_OFFSET, _CC_META = 2, 3
-_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET = 4, 6
+_CC_OFFSET_INDEX_OFFSET, _CC_OFFSET_INDEX_LENGTH = 4, 5
+_CC_COLUMN_INDEX_OFFSET, _CC_COLUMN_INDEX_LENGTH = 6, 7
 _CM_COMPRESSED_SIZE = 7
 _CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE = 9, 10, 11
 _CM_BLOOM_FILTER, _CM_BLOOM_LENGTH = 14, 15
 _MOVED_PAGES = (_CM_DATA_PAGE, _CM_INDEX_PAGE, _CM_DICTIONARY_PAGE)
 
-# What a cut in a row group's bytes stands for: a file offset (moved by the group's shift), or
-# the group's ordinal (replaced by its place in the new file).
-_OFFSET, _ORDINAL = 0, 1
+# What a cut in a row group's bytes stands for: a file offset (moved by the group's shift), the
+# group's ordinal (replaced by its place in the new file), or where a column's page index now
+# is (its offset index's offset and length, its column index's offset: placed by the stitch,
+# see :func:`_page_index_pieces`).
+_OFFSET, _ORDINAL, _OI_OFFSET, _OI_LENGTH, _CI_OFFSET = 0, 1, 2, 3, 4
+
+# PageLocation's offset (parquet.thrift), in an OffsetIndex's field 1 list.
+_OI_PAGE_LOCATIONS, _PL_OFFSET = 1, 1
 
 
 def _bytes_view(data: bytes | memoryview) -> memoryview:
@@ -64,126 +89,9 @@ def _bytes_view(data: bytes | memoryview) -> memoryview:
     return view if view.format == "B" else view.cast("B")
 
 
-class StitchError(ValueError):
-    """A fragment cannot be stitched (not Parquet, or it has bytes other than bloom filters
-    behind its chunks, or a page index)."""
-
-
-# The walk below is the hot Python of writing many row groups: plain functions over ``bytes``
-# that step over values without building them.
-
-
-def _get_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The unsigned varint at ``data[pos]`` and the position after it."""
-    n = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return n, pos
-        shift += 7
-
-
-def _get_int(data: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag integer (i16, i32 or i64) at ``data[pos]`` and the position after it."""
-    n, pos = _get_varint(data, pos)
-    return (n >> 1) ^ -(n & 1), pos
-
-
-def _skip_varint(data: bytes, pos: int) -> int:
-    while data[pos] & 0x80:
-        pos += 1
-    return pos + 1
-
-
-def _list_head(data: bytes, pos: int) -> tuple[int, int, int]:
-    """(size, element type, position of the first element) of the list header at ``data[pos]``."""
-    head = data[pos]
-    size, etype = head >> 4, head & 0x0F
-    if size == 15:
-        size, after = _get_varint(data, pos + 1)
-        return size, etype, after
-    return size, etype, pos + 1
-
-
-def _skip(data: bytes, pos: int, ctype: int) -> int:
-    """The position after the value of type ``ctype`` at ``data[pos]``."""
-    if _I16 <= ctype <= _I64:
-        return _skip_varint(data, pos)
-    if ctype == _BINARY:
-        n, pos = _get_varint(data, pos)
-        return pos + n
-    if ctype == _STRUCT:
-        return _skip_struct(data, pos)
-    if ctype in (_LIST, _SET):
-        size, etype, pos = _list_head(data, pos)
-        if etype in (_TRUE, _FALSE, _BYTE):  # in a collection a bool is one byte
-            return pos + size
-        if etype == _DOUBLE:
-            return pos + 8 * size
-        for _ in range(size):
-            pos = _skip(data, pos, etype)
-        return pos
-    if ctype == _BYTE:
-        return pos + 1
-    if ctype == _DOUBLE:
-        return pos + 8
-    raise StitchError(f"unsupported Thrift compact type {ctype}")
-
-
-def _skip_struct(data: bytes, pos: int) -> int:
-    while True:
-        head = data[pos]
-        pos += 1
-        ctype = head & 0x0F
-        if ctype == _STOP:
-            return pos
-        if not head >> 4:  # a long-form field id follows
-            pos = _skip_varint(data, pos)
-        if ctype > _FALSE:  # a bool field's value is its type
-            pos = _skip(data, pos, ctype)
-
-
-def _field_header(data: bytes, pos: int, last: int) -> tuple[int, int, int]:
-    """(field id, type, position of its value) of the field header at ``data[pos]``; type
-    ``_STOP`` at the struct's end (the position is then after it)."""
-    head = data[pos]
-    pos += 1
-    ctype = head & 0x0F
-    if ctype == _STOP:
-        return 0, _STOP, pos
-    delta = head >> 4
-    if delta:
-        return last + delta, ctype, pos
-    fid, pos = _get_int(data, pos)
-    return fid, ctype, pos
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _list_header(size: int, etype: int) -> bytes:
-    out = bytearray()
-    if size < 15:
-        out.append((size << 4) | etype)
-    else:
-        out.append(0xF0 | etype)
-        _put_varint(out, size)
-    return bytes(out)
-
-
-def _zigzag64(v: int) -> int:
-    return ((v << 1) ^ (v >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
-
-
-def _zigzag16(v: int) -> int:
-    v = ((v + 0x8000) & 0xFFFF) - 0x8000  # an i16, as the C++ writer casts the ordinal
-    return ((v << 1) ^ (v >> 15)) & 0xFFFF
+class StitchError(ThriftError):
+    """A fragment cannot be stitched (not Parquet, or it has bytes other than bloom filters and
+    page indexes behind its chunks)."""
 
 
 @dataclass(frozen=True)
@@ -191,9 +99,12 @@ class _RowGroup:
     """One row group of a footer: its Thrift bytes cut around the values a move changes.
 
     ``parts[0] cut[0] parts[1] cut[1] … parts[-1]`` is the group as written, ``cut[i]`` being
-    ``(kind, value)``: a file offset (``_OFFSET``) or the ordinal (``_ORDINAL``). ``begin`` and
-    ``end``: the file bytes its column chunks span; ``rows``: its row count; ``filters``: the
-    file offsets of the bloom filters its footer located (cut out of ``parts``)."""
+    ``(kind, value)``: a file offset (``_OFFSET``), the ordinal (``_ORDINAL``), or a page
+    index's place (``_OI_OFFSET``, ``_OI_LENGTH``, ``_CI_OFFSET``; the value the one in this
+    file). ``begin`` and ``end``: the file bytes its column chunks span; ``rows``: its row
+    count; ``filters``: the file offsets of the bloom filters its footer located (cut out of
+    ``parts``); ``page_indexes``: per column, ``(column index offset, its length, offset index
+    offset, its length)`` in this file, -1 where the column has none."""
 
     parts: tuple[bytes, ...]
     cuts: tuple[tuple[int, int], ...]
@@ -201,13 +112,32 @@ class _RowGroup:
     begin: int
     end: int
     filters: tuple[int, ...] = ()
+    page_indexes: tuple[tuple[int, int, int, int], ...] = ()
 
-    def moved(self, out: bytearray, shift: int, ordinal: int) -> None:
-        """Append the group's bytes with its offsets moved by ``shift`` and ``ordinal`` set."""
+    def moved(
+        self,
+        out: bytearray,
+        shift: int,
+        ordinal: int,
+        placed: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        """Append the group's bytes with its offsets moved by ``shift`` and ``ordinal`` set;
+        ``placed``: where each of its page indexes (by offset in this file) now is, and its
+        length (see :func:`_page_index_pieces`; None: where they were)."""
         parts = self.parts
         out += parts[0]
+        index = (0, 0)
         for i, (kind, value) in enumerate(self.cuts, 1):
-            _put_varint(out, _zigzag64(value + shift) if kind == _OFFSET else _zigzag16(ordinal))
+            if kind == _OFFSET:
+                _put_varint(out, _zigzag64(value + shift))
+            elif kind == _ORDINAL:
+                _put_varint(out, _zigzag16(ordinal))
+            elif placed is None:  # the page indexes stay where they are
+                _put_varint(out, _zigzag64(value))
+            else:
+                if kind != _OI_LENGTH:
+                    index = placed[value]
+                _put_varint(out, _zigzag64(index[1] if kind == _OI_LENGTH else index[0]))
             out += parts[i]
 
 
@@ -220,6 +150,7 @@ class _Cutter:
         self.parts: list[bytes] = []
         self.cuts: list[tuple[int, int]] = []
         self.filters: list[int] = []
+        self.page_indexes: list[tuple[int, int, int, int]] = []
         self._pending = b""  # the current part's bytes before ``at``, where some were replaced
 
     def cut_int(self, pos: int, kind: int) -> tuple[int, int]:
@@ -242,16 +173,6 @@ class _Cutter:
         self.parts.append(self._pending + self.data[self.at : pos])
         self._pending = b""
         self.at = pos
-
-
-def _field_head(fid: int, ctype: int, last: int) -> bytes:
-    """The compact protocol's header of field ``fid`` of type ``ctype`` after field ``last``."""
-    delta = fid - last
-    if 0 < delta <= 15:
-        return bytes(((delta << 4) | ctype,))
-    out = bytearray((ctype,))
-    _put_varint(out, _zigzag16(fid))
-    return bytes(out)
 
 
 def _column_meta(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int]:
@@ -318,8 +239,9 @@ def _row_group(data: bytes, pos: int) -> tuple[_RowGroup, int]:
     cutter.finish(pos)
     if begin < 0:
         raise StitchError("a row group without column chunks")
+    indexes = tuple(cutter.page_indexes) if any(i != (-1,) * 4 for i in cutter.page_indexes) else ()
     group = _RowGroup(
-        tuple(cutter.parts), tuple(cutter.cuts), rows, begin, end, tuple(cutter.filters)
+        tuple(cutter.parts), tuple(cutter.cuts), rows, begin, end, tuple(cutter.filters), indexes
     )
     return group, pos
 
@@ -328,6 +250,7 @@ def _column_chunk(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int
     """Walk a ColumnChunk: (first page offset, chunk end, position after it)."""
     first = chunk_end = -1
     last = 0
+    index = [-1, -1, -1, -1]  # column index offset, length; offset index offset, length
     while True:
         fid, ctype, pos = _field_header(data, pos, last)
         if ctype == _STOP:
@@ -339,13 +262,24 @@ def _column_chunk(data: bytes, pos: int, cutter: _Cutter) -> tuple[int, int, int
                 pos = _skip_varint(data, pos)
         elif fid == _CC_META and ctype == _STRUCT:
             first, chunk_end, pos = _column_meta(data, pos, cutter)
-        elif fid in (_CC_OFFSET_INDEX_OFFSET, _CC_COLUMN_INDEX_OFFSET):
-            raise StitchError("row groups with page indexes cannot be moved")
+        elif fid == _CC_OFFSET_INDEX_OFFSET and ctype == _I64:
+            index[2], pos = cutter.cut_int(pos, _OI_OFFSET)
+        elif fid == _CC_OFFSET_INDEX_LENGTH and ctype == _I32:
+            if index[2] < 0:  # its place is taken from the offset's (see _RowGroup.moved)
+                raise StitchError("an offset index length without its offset")
+            index[3], pos = cutter.cut_int(pos, _OI_LENGTH)
+        elif fid == _CC_COLUMN_INDEX_OFFSET and ctype == _I64:
+            index[0], pos = cutter.cut_int(pos, _CI_OFFSET)
+        elif fid == _CC_COLUMN_INDEX_LENGTH and ctype == _I32:
+            index[1], pos = _get_int(data, pos)
         elif ctype > _FALSE:
             pos = _skip(data, pos, ctype)
         last = fid
     if first < 0:
         raise StitchError("a column chunk has no metadata in the footer")
+    if (index[0] < 0) != (index[1] < 0) or (index[2] < 0) != (index[3] < 0):
+        raise StitchError("a page index without its offset or length")
+    cutter.page_indexes.append((index[0], index[1], index[2], index[3]))
     return first, chunk_end, pos
 
 
@@ -359,16 +293,22 @@ class Footer:
     groups_span: tuple[int, int]  # the row_groups list, its header included (after rows_span)
     groups: tuple[_RowGroup, ...]
 
-    def with_groups(self, groups: Sequence[_RowGroup], shifts: Sequence[int]) -> bytes:
-        """This footer listing ``groups`` (group ``i`` moved by ``shifts[i]``, ordinal ``i``)
-        instead of its own, and their rows as the file's."""
+    def with_groups(
+        self,
+        groups: Sequence[_RowGroup],
+        shifts: Sequence[int],
+        placed: Sequence[dict[int, tuple[int, int]]] | None = None,
+    ) -> bytes:
+        """This footer listing ``groups`` (group ``i`` moved by ``shifts[i]``, ordinal ``i``,
+        its page indexes where ``placed[i]`` says) instead of its own, and their rows as the
+        file's."""
         (rows_at, rows_end), (groups_at, groups_end) = self.rows_span, self.groups_span
         out = bytearray(self.data[:rows_at])
         _put_varint(out, _zigzag64(sum(g.rows for g in groups)))
         out += self.data[rows_end:groups_at]
         out += _list_header(len(groups), _STRUCT)
         for i, (group, shift) in enumerate(zip(groups, shifts, strict=True)):
-            group.moved(out, shift, i)
+            group.moved(out, shift, i, placed[i] if placed is not None else None)
         out += self.data[groups_end:]
         return bytes(out)
 
@@ -419,14 +359,17 @@ def _footer_start(view: memoryview) -> int:
 def read_footer(data: bytes | memoryview) -> Footer:
     """The footer of the Parquet file ``data``, walked (for :func:`copy_row_groups`), without
     its bloom filters' fields. Raises StitchError if ``data`` is not a Parquet file, or its
-    footer is cut short or has a row group with a page index (whose offsets a move would have
-    to change)."""
+    footer is cut short or not what a walk expects."""
     view = _bytes_view(data)
     start = _footer_start(view)
     try:
         return _walk_footer(bytes(view[start : len(view) - 8]))
     except IndexError:
         raise StitchError("a truncated Thrift struct") from None
+    except StitchError:
+        raise
+    except ThriftError as e:  # a walk helper's own error: this module's, for callers
+        raise StitchError(str(e)) from None
     except RecursionError:  # corrupt bytes read as structs nested thousands deep
         raise StitchError("a Thrift struct nested too deep") from None
 
@@ -471,8 +414,8 @@ def split_fragment(data: bytes | memoryview) -> Fragment:
 
 def parse_fragment(data: bytes | memoryview) -> Fragment:
     """Split a one-row-group Parquet file into its chunks and its walked footer, checking now
-    that it can be stitched (one row group; nothing but bloom filters behind its chunks, and no
-    page index)."""
+    that it can be stitched (one row group; nothing but bloom filters and page indexes behind
+    its chunks)."""
     frag = split_fragment(data)
     frag.footer  # noqa: B018 - walks and checks
     return frag
@@ -483,11 +426,82 @@ def _check_fragment(data: bytes | memoryview, start: int) -> Footer:
     if len(footer.groups) != 1:
         raise StitchError("a fragment must hold exactly one row group")
     group = footer.groups[0]
+    behind = [(at, at + 1) for at in group.filters] + [
+        span
+        for ci, ci_len, oi, oi_len in group.page_indexes
+        for span in ((ci, ci + ci_len), (oi, oi + oi_len))
+        if span[0] >= 0
+    ]
     if group.end != start and not (
-        group.filters and all(group.end <= at < start for at in group.filters)
+        behind and all(group.end <= at and end <= start for at, end in behind)
     ):
         raise StitchError(f"a fragment has {start - group.end} bytes between its chunks and footer")
     return footer
+
+
+def shift_offset_index(data: bytes | memoryview, shift: int) -> bytes:
+    """The Thrift OffsetIndex ``data`` with every page's offset moved by ``shift`` (its other
+    fields as they were)."""
+    data = bytes(data)
+    if not shift:
+        return data
+    out = bytearray()
+    at = pos = last = 0
+    while True:
+        fid, ctype, pos = _field_header(data, pos, last)
+        if ctype == _STOP:
+            break
+        if fid == _OI_PAGE_LOCATIONS and ctype == _LIST:
+            count, etype, pos = _list_head(data, pos)
+            if etype != _STRUCT:
+                raise StitchError("an offset index whose pages are not structs")
+            for _ in range(count):
+                inner = 0
+                while True:
+                    pid, ptype, pos = _field_header(data, pos, inner)
+                    if ptype == _STOP:
+                        break
+                    if pid == _PL_OFFSET and ptype == _I64:
+                        value, end = _get_int(data, pos)
+                        out += data[at:pos]
+                        _put_varint(out, _zigzag64(value + shift))
+                        at = pos = end
+                    elif ptype > _FALSE:
+                        pos = _skip(data, pos, ptype)
+                    inner = pid
+        elif ctype > _FALSE:
+            pos = _skip(data, pos, ctype)
+        last = fid
+    out += data[at:pos]
+    if pos != len(data):
+        raise StitchError(f"{len(data) - pos} bytes after an offset index")
+    return bytes(out)
+
+
+def _page_index_pieces(
+    sources: Sequence[tuple[memoryview, _RowGroup, int]], at: int
+) -> tuple[list[bytes | memoryview], list[dict[int, tuple[int, int]]]]:
+    """The page indexes of row groups moving into a new file, laid out from ``at`` as one
+    Parquet writer lays them out — every column index (groups in order, their columns in
+    order), then every offset index — and, per group, where each now is: {offset in its old
+    file: (offset in the new, length)}. ``sources``: each group with the bytes of its old
+    file and its shift (its offset indexes locate pages, so they move with them)."""
+    pieces: list[bytes | memoryview] = []
+    placed: list[dict[int, tuple[int, int]]] = [{} for _ in sources]
+    for (view, group, _), where in zip(sources, placed, strict=True):
+        for ci, ci_len, _, _ in group.page_indexes:
+            if ci >= 0:
+                where[ci] = (at, ci_len)
+                pieces.append(view[ci : ci + ci_len])
+                at += ci_len
+    for (view, group, shift), where in zip(sources, placed, strict=True):
+        for _, _, oi, oi_len in group.page_indexes:
+            if oi >= 0:
+                moved = shift_offset_index(view[oi : oi + oi_len], shift)
+                where[oi] = (at, len(moved))
+                pieces.append(moved)
+                at += len(moved)
+    return pieces, placed
 
 
 def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
@@ -509,7 +523,15 @@ def stitch(fragments: Sequence[Fragment]) -> list[bytes | memoryview]:
         body = frag.body
         pieces.append(body)
         at += len(body)
-    encoded = fragments[0].footer.with_groups(groups, shifts)
+    placed = None
+    if any(g.page_indexes for g in groups):
+        sources = [
+            (_bytes_view(f.data), g, shift)
+            for f, g, shift in zip(fragments, groups, shifts, strict=True)
+        ]
+        indexes, placed = _page_index_pieces(sources, at)
+        pieces += indexes
+    encoded = fragments[0].footer.with_groups(groups, shifts, placed)
     pieces += [encoded, struct.pack("<I", len(encoded)), MAGIC]
     return pieces
 
@@ -520,8 +542,8 @@ def copy_row_groups(
     """The pieces of a Parquet file holding row groups ``first`` to ``stop - 1`` of the file
     ``data``, their chunks copied as they are (no decoding): a run of an object kept whole by
     a rewrite (:mod:`lake_core.upsert`). The footer is ``data``'s with only those groups, their
-    offsets moved and ordinals renumbered (and no bloom filters: they stay behind); a page
-    index raises StitchError, as in :func:`parse_fragment`. ``footer``: ``data``'s, from
+    offsets moved and ordinals renumbered, their page indexes moved with them (and no bloom
+    filters: they stay behind). ``footer``: ``data``'s, from
     :func:`read_footer` (walking it once for several runs of one file)."""
     view = _bytes_view(data)
     if footer is None:
@@ -535,5 +557,11 @@ def copy_row_groups(
     if end <= begin or begin < len(MAGIC) or end > start:
         raise StitchError("row group chunks outside the file's body")
     shift = len(MAGIC) - begin
-    encoded = footer.with_groups(chosen, [shift] * len(chosen))
-    return [MAGIC, view[begin:end], encoded, struct.pack("<I", len(encoded)), MAGIC]
+    pieces: list[bytes | memoryview] = [MAGIC, view[begin:end]]
+    placed = None
+    if any(g.page_indexes for g in chosen):
+        sources = [(view, g, shift) for g in chosen]
+        indexes, placed = _page_index_pieces(sources, len(MAGIC) + end - begin)
+        pieces += indexes
+    encoded = footer.with_groups(chosen, [shift] * len(chosen), placed)
+    return [*pieces, encoded, struct.pack("<I", len(encoded)), MAGIC]

@@ -629,8 +629,8 @@ def _plan_copies(
         return out  # not a file it can copy groups of: write every group again
     for a, b in runs:
         try:
-            # Checked now, not when writing: groups it cannot copy (page indexes, bloom
-            # filters: StitchError) are decoded and written again instead.
+            # Checked now, not when writing: groups it cannot copy (a footer or page index
+            # it cannot walk: StitchError) are decoded and written again instead.
             pieces = copy_row_groups(target.data, a, b, footer)
             lo, hi = _bounds(columns, int(starts[a]), int(starts[b]), valid_end, key.descending)
             stats = _run_stats(target, a, b)

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 from lake_core.errors import UsageError
 from lake_core.ids import new_id
 from lake_core.indexes.meta import IndexMeta
-from lake_core.indexes.rules import BLOOM
+from lake_core.indexes.rules import BLOOM, EXACT
 from lake_core.indexes.sbbf import filters_in, physical, writer_options
 from lake_core.layout import PoolLayout
 from lake_core.objects import ObjectMeta
@@ -73,11 +73,12 @@ class _Filter:
 
 @dataclass(frozen=True)
 class _Group:
-    """What :meth:`IndexInputs.group` keeps of a row group: filters and canonical values, by
-    column name."""
+    """What :meth:`IndexInputs.group` keeps of a row group: filters, canonical values and (for
+    exact rules) their row slices, by column name."""
 
     filters: dict[str, _Filter]
     values: dict[str, pa.Array[Any]]
+    slices: dict[str, Any]
 
 
 class IndexInputs:
@@ -120,10 +121,11 @@ class IndexInputs:
 
     def group(self, rows: pa.Table, data: memoryview, meta: pq.FileMetaData) -> _Group:
         from lake_core.indexes.canonical import check_indexable
-        from lake_core.indexes.kinds import canonical_rows
+        from lake_core.indexes.kinds import canonical_rows, row_slices
 
         asked = self._bloom_columns(rows.schema)
-        out = _Group({}, {})
+        exact = {r.field for r in self._rules if r.kind == EXACT}
+        out = _Group({}, {}, {})
         chunks = meta.row_group(0)
         for i in range(chunks.num_columns if asked else 0):
             name = chunks.column(i).path_in_schema
@@ -149,6 +151,8 @@ class IndexInputs:
                 else:
                     check_indexable(field)
                     out.values[name] = canonical_rows(rows.column(name))
+                    if name in exact:
+                        out.slices[name] = row_slices(rows.column(name))
             except Exception:  # noqa: BLE001 - an optimisation only: the build reads back
                 continue  # and says why it skips the rule
         return out
@@ -187,11 +191,18 @@ class IndexInputs:
             ]
             if len(values) < len(groups):
                 continue
+            slices = None
+            if rule.kind == EXACT:
+                # Version 2 (row slices) unless the field is all null: an empty version 1
+                # index, as the read-back builds it.
+                slices = [g.slices.get(rule.field) for g in groups if g is not None]
+                if any(s is None for s in slices):
+                    slices = None
             try:
                 inputs = prepared.get((rule.kind, rule.field))
                 if inputs is None:
                     inputs = prepared[(rule.kind, rule.field)] = prepare_canonical(
-                        rule.kind, values
+                        rule.kind, values, slices
                     )
                 built[(meta.id, rule.id)] = build_prepared(rule.kind, inputs, fpp=rule.fpp)
             except Exception:  # noqa: BLE001 - never fail the write that put the object: the

@@ -65,6 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lake_core.encode import PAGE_ROWS
 from lake_core.errors import CorruptObjectError, UsageError
 from lake_core.indexes import sbbf
 from lake_core.indexes.canonical import canonical
@@ -73,8 +74,13 @@ from lake_core.indexes.rules import BLOOM, DEFAULT_FPP, EXACT, KINDS
 
 INDEX_FORMAT = "lakepool.index"
 INDEX_VERSION = 1
-#: The version of bloom indexes made of Parquet's split-block bloom filters.
+#: The version of bloom indexes made of Parquet's split-block bloom filters, and of exact
+#: indexes that record each value's row slices.
 SBBF_VERSION = 2
+EXACT_VERSION = 2
+#: Rows per slice of an exact index of version 2: the rows of a data object's pages
+#: (:data:`lake_core.encode.PAGE_ROWS`), so a slice is read as a page of each column.
+SLICE_ROWS = PAGE_ROWS
 #: A version 2 bloom index cuts filters into buckets of about this many blocks or more.
 SBBF_BUCKET_BLOCKS = 32
 _META = INDEX_FORMAT.encode()
@@ -107,6 +113,8 @@ __all__ = [
     "build_index",
     "build_sbbf",
     "describe",
+    "IndexHits",
+    "index_lookup",
     "index_row_groups",
 ]
 
@@ -128,7 +136,7 @@ def _write(table: pa.Table, header: dict[str, Any], row_group_size: int, stats: 
     options: dict[str, Any] = {
         # Dictionaries only where values repeat (row group numbers): an exact index's values
         # are distinct, and a dictionary page of them only adds bytes.
-        "use_dictionary": [c for c in ("rg",) if c in table.column_names],
+        "use_dictionary": [c for c in ("rg", "slice") if c in table.column_names],
         # Filter bits are random: zstd spends time on them for nothing.
         "compression": {c: "none" if c == "bits" else "zstd" for c in table.column_names},
     }
@@ -167,7 +175,10 @@ def build_index(
     if kind == BLOOM and stored:
         values = sum(len(c) - c.null_count for c in row_groups)
         return build_sbbf(sbbf.column_filters(row_groups, fpp), stored, fpp, values)
-    return build_prepared(kind, prepare(kind, row_groups), fpp=fpp)
+    slices = None
+    if kind == EXACT and version != INDEX_VERSION:
+        slices = [row_slices(column) for column in row_groups]
+    return build_prepared(kind, prepare(kind, row_groups, slices), fpp=fpp)
 
 
 def build_sbbf(filters: Sequence[bytes], stored: str, fpp: float, values: int) -> bytes:
@@ -219,11 +230,28 @@ def check_build(kind: str, fpp: float) -> None:
         raise UsageError(f"a bloom index's false-positive rate is between 0 and 0.5, not {fpp}")
 
 
-def prepare(kind: str, row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]]) -> list[Any]:
+def prepare(
+    kind: str,
+    row_groups: Sequence[pa.Array[Any] | pa.ChunkedArray[Any]],
+    slices: Sequence[np.ndarray[Any, Any]] | None = None,
+) -> list[Any]:
     """What :func:`build_prepared` needs of each of ``row_groups`` (the indexed column's values
     in consecutive row groups of one object): :func:`prepare_canonical` of their
-    :func:`canonical_rows`. Raises UsageError for a type indexes do not cover."""
-    return prepare_canonical(kind, [canonical_rows(column) for column in row_groups])
+    :func:`canonical_rows` (and ``slices``, their :func:`row_slices`, for an exact index of
+    version 2). Raises UsageError for a type indexes do not cover."""
+    return prepare_canonical(kind, [canonical_rows(column) for column in row_groups], slices)
+
+
+def row_slices(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray[Any, Any]:
+    """The slice (row // :data:`SLICE_ROWS`) of each non-null value of ``column`` (the values
+    of one row group, in row order), as :func:`canonical_rows` keeps them."""
+    slices = np.arange(len(column), dtype=np.int64) // SLICE_ROWS
+    if column.null_count:
+        valid = pc.is_valid(column)
+        if isinstance(valid, pa.ChunkedArray):
+            valid = valid.combine_chunks()
+        slices = slices[valid.to_numpy(zero_copy_only=False)]
+    return slices.astype(np.uint16)
 
 
 def canonical_rows(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
@@ -232,11 +260,19 @@ def canonical_rows(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any
     return c.drop_null() if c.null_count else c
 
 
-def prepare_canonical(kind: str, values: Sequence[pa.Array[Any]]) -> list[Any]:
+def prepare_canonical(
+    kind: str,
+    values: Sequence[pa.Array[Any]],
+    slices: Sequence[np.ndarray[Any, Any]] | None = None,
+) -> list[Any]:
     """:func:`prepare` of row groups already in canonical form without nulls: for ``exact``
-    the values (distinct, except int64, which the build deduplicates by sorting); for
-    ``bloom`` each row group's distinct hashes, sorted. Row groups prepared apart give what
-    they give prepared together."""
+    the values (distinct, except int64, which the build deduplicates by sorting) — with
+    ``slices`` (each value's :func:`row_slices`), tables of ``value`` and ``slice`` (distinct
+    pairs, int64 again left to the build), for version 2; for ``bloom`` each row group's
+    distinct hashes, sorted. Row groups prepared apart give what they give prepared
+    together."""
+    if kind == EXACT and slices is not None:
+        return [_value_slices(v, s) for v, s in zip(values, slices, strict=True)]
     if kind == EXACT:
         return [v if pa.types.is_int64(v.type) else pc.unique(v) for v in values]
     if kind == BLOOM:
@@ -283,64 +319,105 @@ def build_prepared(kind: str, prepared: Sequence[Any], *, fpp: float = DEFAULT_F
     return _build_bloom(list(prepared), fpp)
 
 
-def _build_exact(parts: list[pa.Array[Any]]) -> bytes:
+def _value_slices(values: pa.Array[Any], slices: np.ndarray[Any, Any]) -> pa.Table:
+    """A row group's values with their slices: every pair for int64 (the build sorts and
+    deduplicates them as codes), else the distinct pairs."""
+    if len(values) != len(slices):
+        raise ValueError(f"{len(values)} values and {len(slices)} slices")
+    table = pa.table({"value": values, "slice": pa.array(slices, pa.uint16())})
+    if pa.types.is_int64(values.type):
+        return table
+    return table.group_by(["value", "slice"], use_threads=False).aggregate([])
+
+
+def _build_exact(parts: list[Any]) -> bytes:
+    """The exact index of prepared ``parts``: arrays (version 1) or tables of value and slice
+    (version 2)."""
+    sliced = bool(parts) and isinstance(parts[0], pa.Table)
     if parts:
         table = _int_pairs(parts)
         if table is None:
             table = _sorted_pairs(parts)
     else:
         table = pa.table({"value": pa.array([], pa.null()), "rg": pa.array([], pa.int32())})
-    header = {
+    header: dict[str, Any] = {
         "format": INDEX_FORMAT,
-        "version": INDEX_VERSION,
+        "version": EXACT_VERSION if sliced else INDEX_VERSION,
         "kind": EXACT,
         "row_groups": len(parts),
         "entries": table.num_rows,
     }
+    if sliced:
+        header["slice_rows"] = SLICE_ROWS
     return _write(table, header, EXACT_GROUP_ROWS, ["value"])
 
 
-def _int_pairs(parts: list[pa.Array[Any]]) -> pa.Table | None:
+def _int_pairs(parts: list[Any]) -> pa.Table | None:
     """The rows of an exact index over canonical int64 ``parts`` (one per row group, nulls
-    left out): the distinct (value, row group) pairs, sorted by value then row group. None
+    left out; arrays, or tables of value and slice): the distinct (value, row group) pairs —
+    (value, row group, slice) triples — sorted by value, then row group (then slice). None
     when the values are not int64 or their range is too wide for the coding below.
 
     Each pair is coded as one int64, ``(value - min) << b | rg`` (``2**b`` at least the
-    number of row groups), so that one unstable sort of integers both orders the pairs and,
-    with a neighbour comparison, deduplicates them: about a third of the time of hashing each
-    row group's values and stable-sorting every pair by value (:func:`_sorted_pairs`)."""
-    if not all(pa.types.is_int64(p.type) for p in parts):
+    number of row groups; a triple ``((value - min) << b | rg) << s | slice``), so that one
+    unstable sort of integers both orders the pairs and, with a neighbour comparison,
+    deduplicates them: about a third of the time of hashing each row group's values and
+    stable-sorting every pair by value (:func:`_sorted_pairs`)."""
+    sliced = bool(parts) and isinstance(parts[0], pa.Table)
+    arrays = [p.column("value").combine_chunks() if sliced else p for p in parts]
+    if not all(pa.types.is_int64(p.type) for p in arrays):
         return None
-    counts = np.array([len(p) for p in parts], dtype=np.int64)
+    counts = np.array([len(p) for p in arrays], dtype=np.int64)
     if counts.sum() == 0:
         return None
-    values = pa.concat_arrays([p for p in parts if len(p)]).to_numpy()
+    values = pa.concat_arrays([p for p in arrays if len(p)]).to_numpy()
     shift = np.int64(max(1, len(parts) - 1).bit_length())
+    rgs = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
+    slice_shift = np.int64(0)
+    if sliced:
+        slices = np.concatenate([p.column("slice").to_numpy() for p in parts]).astype(np.int64)
+        slice_shift = np.int64(max(1, int(slices.max())).bit_length())
+        rgs = (rgs << slice_shift) | slices
+        shift += slice_shift
     lo = int(values.min())
     if int(values.max()) - lo >= 2 ** (63 - int(shift)):
         return None
     # values - lo lies in [0, 2**(63 - b)): exact even where the int64 subtraction wraps.
-    codes = ((values - np.int64(lo)) << shift) | np.repeat(
-        np.arange(len(parts), dtype=np.int64), counts
-    )
+    codes = ((values - np.int64(lo)) << shift) | rgs
     codes.sort()
     codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
-    return pa.table(
-        {
-            "value": pa.array((codes >> shift) + np.int64(lo), pa.int64()),
-            "rg": pa.array((codes & ((np.int64(1) << shift) - 1)).astype(np.int32), pa.int32()),
-        }
-    )
+    low = codes & ((np.int64(1) << shift) - 1)
+    columns = {
+        "value": pa.array((codes >> shift) + np.int64(lo), pa.int64()),
+        "rg": pa.array((low >> slice_shift).astype(np.int32), pa.int32()),
+    }
+    if sliced:
+        mask = (np.int64(1) << slice_shift) - 1
+        columns["slice"] = pa.array((low & mask).astype(np.uint16), pa.uint16())
+    return pa.table(columns)
 
 
-def _sorted_pairs(parts: list[pa.Array[Any]]) -> pa.Table:
-    """:func:`_int_pairs` for any canonical type: each row group's distinct values, then a
-    stable sort by value (the pairs arrive in row-group order, so that orders them by (value,
-    row group): a third of the time of a two-key sort). NumPy's sort for floats (NaN last);
-    Arrow's sort_indices, stable too, for strings and bytes."""
+def _sorted_pairs(parts: list[Any]) -> pa.Table:
+    """:func:`_int_pairs` for any canonical type: each row group's distinct values (or
+    value-slice pairs, sorted), then a stable sort by value (the pairs arrive in row-group
+    order, so that orders them by (value, row group): a third of the time of a two-key sort).
+    NumPy's sort for floats (NaN last); Arrow's sort_indices, stable too, for strings and
+    bytes."""
     tables = []
-    for i, values in enumerate(parts):
-        distinct = pc.unique(values).drop_null()
+    for i, part in enumerate(parts):
+        if isinstance(part, pa.Table):
+            # Distinct pairs (int64 parts arrive with every pair: the range was too wide
+            # for :func:`_int_pairs`).
+            pairs = part.group_by(["value", "slice"], use_threads=False).aggregate([])
+            pairs = pairs.take(
+                pc.sort_indices(pairs, [("value", "ascending"), ("slice", "ascending")])
+            )
+            rg = pa.array(np.full(pairs.num_rows, i, np.int32))
+            tables.append(
+                pa.table({"value": pairs.column("value"), "rg": rg, "slice": pairs.column("slice")})
+            )
+            continue
+        distinct = pc.unique(part).drop_null()
         tables.append(
             pa.table({"value": distinct, "rg": pa.array(np.full(len(distinct), i, np.int32))})
         )
@@ -562,6 +639,32 @@ def _bytes_of(pf: pq.ParquetFile, groups: Sequence[int]) -> int:
     return chunks + meta.serialized_size + 8
 
 
+@dataclass(frozen=True)
+class IndexHits:
+    """A lookup's answer: the data row groups that may hold a value, and — from an exact index
+    of version 2 — the row slices of each of them that do (slice ``k`` is rows ``k *
+    slice_rows`` up to ``(k + 1) * slice_rows``); ``slices`` None: whole row groups."""
+
+    groups: frozenset[int]
+    slices: dict[int, frozenset[int]] | None = None
+    slice_rows: int = 0
+
+    def row_ranges(self, group: int) -> list[tuple[int, int]] | None:
+        """The rows of data row group ``group`` that may hold a value, as sorted ``[start,
+        stop)`` ranges (past the group's end for its last slice), or None: all of them."""
+        if self.slices is None:
+            return None
+        found = sorted(self.slices.get(group, ()))
+        out: list[tuple[int, int]] = []
+        for k in found:
+            start, stop = k * self.slice_rows, (k + 1) * self.slice_rows
+            if out and out[-1][1] == start:
+                out[-1] = (out[-1][0], stop)
+            else:
+                out.append((start, stop))
+        return out
+
+
 def index_row_groups(
     kind: str,
     source: pa.NativeFile | bytes,
@@ -569,18 +672,32 @@ def index_row_groups(
     *,
     read: list[int] | None = None,
 ) -> frozenset[int] | None:
-    """The data row groups that may hold one of ``values`` (literals already cast to the
-    column's type; nulls ignored: ``=`` and IN never match a null), or None when this index
-    cannot answer (another kind or hash fingerprint, a newer version). Reads as little of
-    ``source`` as it can; ``read`` (if given) gets the bytes it needed appended (the footer and
-    the column chunks of the index row groups read). CorruptObjectError for bytes that are not
-    an index object."""
+    """:func:`index_lookup`'s row groups."""
+    hits = index_lookup(kind, source, values, read=read)
+    return None if hits is None else hits.groups
+
+
+def index_lookup(
+    kind: str,
+    source: pa.NativeFile | bytes,
+    values: pa.Array[Any],
+    *,
+    read: list[int] | None = None,
+) -> IndexHits | None:
+    """The data row groups (and, where the index records them, row slices) that may hold one
+    of ``values`` (literals already cast to the column's type; nulls ignored: ``=`` and IN
+    never match a null), or None when this index cannot answer (another kind or hash
+    fingerprint, a newer version). Reads as little of ``source`` as it can; ``read`` (if
+    given) gets the bytes it needed appended (the footer and the column chunks of the index
+    row groups read). CorruptObjectError for bytes that are not an index object."""
     pf, header = _open(source)
     if read is not None:
         read.append(pf.metadata.serialized_size + 8)
     version = header.get("version")
     if header.get("kind") != kind or not (
-        version == INDEX_VERSION or (kind == BLOOM and version == SBBF_VERSION)
+        version == INDEX_VERSION
+        or (kind == BLOOM and version == SBBF_VERSION)
+        or (kind == EXACT and version == EXACT_VERSION)
     ):
         return None
     wanted = pc.unique(canonical(values)).drop_null()
@@ -588,15 +705,17 @@ def index_row_groups(
         # Parquet statistics leave NaN out, so an exact lookup of NaN could skip the index
         # row group holding it: NaN is never decided (the caller reads unpruned).
         return None
+    sliced = kind == EXACT and version == EXACT_VERSION
+    slice_rows = int(header["slice_rows"]) if sliced else 0
     if len(wanted) == 0:
-        return frozenset()
+        return IndexHits(frozenset(), {} if sliced else None, slice_rows)
     try:
         if kind == EXACT:
-            return _lookup_exact(pf, wanted, read)
+            return _lookup_exact(pf, wanted, read, slice_rows)
         if kind == BLOOM:
             if version == INDEX_VERSION and header.get("fingerprint") != fingerprint():
                 return None
-            return _lookup_bloom(pf, wanted, header, read)
+            return IndexHits(_lookup_bloom(pf, wanted, header, read))
     except ImportError:  # the hash's library missing (xxhash, DuckDB): cannot tell
         return None
     except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
@@ -605,11 +724,11 @@ def index_row_groups(
 
 
 def _lookup_exact(
-    pf: pq.ParquetFile, wanted: pa.Array[Any], read: list[int] | None = None
-) -> frozenset[int]:
+    pf: pq.ParquetFile, wanted: pa.Array[Any], read: list[int] | None = None, slice_rows: int = 0
+) -> IndexHits:
     meta = pf.metadata
     if meta.num_rows == 0:
-        return frozenset()
+        return IndexHits(frozenset(), {} if slice_rows else None, slice_rows)
     value_type = pf.schema_arrow.field("value").type
     if value_type != wanted.type:
         try:
@@ -631,13 +750,19 @@ def _lookup_exact(
         if i < len(keys) and keys[i] <= hi:
             groups.append(g)
     if not groups:
-        return frozenset()
+        return IndexHits(frozenset(), {} if slice_rows else None, slice_rows)
     if read is not None:
         read.append(_bytes_of(pf, groups) - pf.metadata.serialized_size - 8)
-    table = pf.read_row_groups(groups, columns=["value", "rg"])
+    columns = ["value", "rg", "slice"] if slice_rows else ["value", "rg"]
+    table = pf.read_row_groups(groups, columns=columns)
     hits = table.filter(pc.is_in(table.column("value"), value_set=wanted))
-    rgs: list[Any] = pc.unique(hits.column("rg")).to_pylist()
-    return frozenset(int(x) for x in rgs)
+    rgs: list[Any] = hits.column("rg").to_pylist()
+    if not slice_rows:
+        return IndexHits(frozenset(int(x) for x in rgs))
+    slices: dict[int, set[int]] = {}
+    for rg, k in zip(rgs, hits.column("slice").to_pylist(), strict=True):
+        slices.setdefault(int(rg), set()).add(int(k))
+    return IndexHits(frozenset(slices), {g: frozenset(v) for g, v in slices.items()}, slice_rows)
 
 
 def _lookup_bloom(

@@ -34,6 +34,7 @@ from lake_core.planning import Pruner, RowGroupView
 from lake_core.reader import open_counted
 
 if TYPE_CHECKING:
+    from lake_core.indexes.kinds import IndexHits
     from lake_core.stores.base import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,9 @@ class IndexPruner(Pruner):
                 self.entries.setdefault(m.object, []).append(m)
         #: object id → the row groups that may match (absent: not decided by an index).
         self.kept: dict[str, frozenset[int]] = {}
+        #: object id → what an exact index of version 2 found: the rows of each kept row group
+        #: that may match (absent: whole row groups).
+        self.hits: dict[str, IndexHits] = {}
         #: Index objects consulted, and the bytes of them the lookups needed (footers and the
         #: index row groups read; a reader's read-ahead may fetch a little more).
         self.index_objects_read = 0
@@ -114,18 +118,22 @@ class IndexPruner(Pruner):
         else:
             with ThreadPoolExecutor(max_workers=min(self.threads, len(todo))) as ex:
                 results = list(ex.map(self._decide, todo))
-        for obj, (kept, read, size) in zip(todo, results, strict=True):
+        for obj, (kept, sliced, read, size) in zip(todo, results, strict=True):
             self.index_objects_read += read
             self.bytes_read += size
             if kept is not None:
                 self.kept[obj.id] = kept
+            if sliced is not None:
+                self.hits[obj.id] = sliced
 
-    def _decide(self, obj: ObjectMeta) -> tuple[frozenset[int] | None, int, int]:
-        """(the row groups the object's indexes keep, or None: undecided; index objects
-        read; their bytes). Runs on lookup threads: touches no shared state."""
-        from lake_core.indexes.kinds import index_row_groups
+    def _decide(self, obj: ObjectMeta) -> tuple[frozenset[int] | None, IndexHits | None, int, int]:
+        """(the row groups the object's indexes keep, or None: undecided; the row slices an
+        exact index found, or None; index objects read; their bytes). Runs on lookup threads:
+        touches no shared state."""
+        from lake_core.indexes.kinds import index_lookup
 
         kept: frozenset[int] | None = None
+        sliced: IndexHits | None = None
         read = size = 0
         for meta in self.entries[obj.id]:
             stored = obj.columns.get(meta.field)
@@ -146,7 +154,7 @@ class IndexPruner(Pruner):
                     # Little read-ahead: a lookup reads a footer and a bucket or two of an
                     # index, small ranges a 256 KiB buffer would multiply on S3.
                     source, fetched = open_counted(self.store, key, meta.size, INDEX_READ_AHEAD)
-                groups = index_row_groups(meta.kind, source, self.values[meta.field], read=needed)
+                hits = index_lookup(meta.kind, source, self.values[meta.field], read=needed)
             except (LakeError, OSError, pa.ArrowException) as e:
                 log.warning("index %s of object %s not used: %s", meta.id, obj.id, e)
                 continue
@@ -156,10 +164,14 @@ class IndexPruner(Pruner):
                 size += len(whole)
             else:
                 size += fetched() if fetched is not None else min(meta.size, sum(needed))
-            if groups is None:
+            if hits is None:
                 continue
-            kept = groups if kept is None else kept & groups
-        return kept, read, size
+            kept = hits.groups if kept is None else kept & hits.groups
+            if hits.slices is not None:
+                # One index's slices narrow the rows; a second exact index would narrow them
+                # further, but its slices are kept apart: the first is enough to read pages.
+                sliced = sliced or hits
+        return kept, sliced, read, size
 
     def keep_object(self, obj: ObjectMeta) -> bool:
         kept = self.kept.get(obj.id)
@@ -168,3 +180,7 @@ class IndexPruner(Pruner):
     def keep_row_group(self, group: RowGroupView) -> bool:
         kept = self.kept.get(group.obj.id)
         return kept is None or group.index in kept
+
+    def row_ranges(self, group: RowGroupView) -> list[tuple[int, int]] | None:
+        hits = self.hits.get(group.obj.id)
+        return None if hits is None else hits.row_ranges(group.index)

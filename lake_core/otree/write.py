@@ -201,6 +201,7 @@ def encode_object(
         table.schema,
         compression=encoding.compression,  # type: ignore[arg-type]
         dictionary_pagesize_limit=encoding.dictionary_pagesize_limit,
+        **encoding.page_options(),
     ) as writer:
         start = 0
         for piece in pieces:

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from lake_core.errors import PurgedObjectError
 from lake_core.expr import Expr, Or
+from lake_core.ingest.schema import conform_to
 from lake_core.objects import ObjectMeta
 from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.planning import ReadPlan, open_fragments, plan_read
@@ -550,11 +551,26 @@ class _Session:
         # keeps it parsed in the fragment (and in its subset of the planned row groups), so
         # the scan fetches no footer again.
         fragments = open_fragments(
-            read.plan, pool.store, pool.id, pool.name, self.columns, arrow_format=fmt
+            read.plan,
+            pool.store,
+            pool.id,
+            pool.name,
+            self.columns,
+            arrow_format=fmt,
+            row_ranges=True,
         )
         fs, _ = pool.store.arrow_location(pool.layout.data("probe"))
-        parts = [fragment.arrow for fragment in fragments]
-        return ds.FileSystemDataset(parts, schema, fmt, fs)
+        parts = [fragment.arrow for fragment in fragments if fragment.row_groups]
+        whole = ds.FileSystemDataset(parts, schema, fmt, fs)
+        # Row groups an exact index narrows to a few rows: those rows, read by pages.
+        rows = [
+            conform_to(table, schema)
+            for fragment in fragments
+            for table in _read_parts(read.plan, fragment, self.columns)
+        ]
+        if not rows:
+            return whole
+        return ds.dataset([whole, ds.dataset(rows, schema=schema)])
 
     def lock(self) -> None:
         """No file beyond the planned objects, no configuration change, from here on."""
@@ -563,6 +579,21 @@ class _Session:
             f"SET allowed_paths={paths}; SET enable_external_access=false; "
             "SET lock_configuration=true"
         )
+
+
+def _read_parts(plan: ReadPlan, fragment: Any, columns: frozenset[str] | None) -> list[pa.Table]:
+    """The rows of ``fragment``'s :attr:`~lake_core.planning.Fragment.parts`, read by pages
+    (the query's columns of the file), counted in ``plan``."""
+    if not fragment.parts:
+        return []
+    names = fragment.metadata.schema.to_arrow_schema().names
+    read = _query_columns(columns, names)
+    out = []
+    for group, ranges in sorted(fragment.parts.items()):
+        table, fetched = fragment.pages.read(group, read, ranges)
+        plan.read_part(table.num_rows, fetched)
+        out.append(table)
+    return out
 
 
 def _otree_fraction(key: str, clause: Any) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import math
 import random
 from typing import Any
@@ -35,10 +36,26 @@ GOLDEN = {
     "bloom-float": "c947d6cda863d12c48491864",
     "sbbf-big-str": "b3ac9681db16f5caee35d929",
     "sbbf-small-int": "a88fe4f9bb59ef4c80b165da",
+    # Exact indexes of version 2 (row slices), since they came (2026-11-28, later still).
+    "exact-float-sliced": "ed99315eafeabade832ef1dd",
+    "exact-int-sliced": "323a9f7bec62816071949553",
+    "exact-str-sliced": "b7f26e6d0190fa53593dc4be",
+    "exact-u64-sliced": "9f567f5f0244d80c5ff4c8fe",
+    "exact-wide-sliced": "0a60caa1e52255b0fa98b4f1",
 }
-#: Cases built as version 1 bloom indexes although their type now gets version 2 (the filters
-#: earlier releases wrote, which lookups still answer).
-VERSION_1 = {"bloom-big-str", "bloom-small-int"}
+#: Cases built as version 1 indexes although they now get version 2 (the bloom filters and the
+#: exact indexes without row slices that earlier releases wrote, which lookups still answer).
+VERSION_1 = {
+    "bloom-big-str",
+    "bloom-small-int",
+    "exact-int",
+    "exact-wide",
+    "exact-str",
+    "exact-float",
+    "exact-u64",
+}
+#: Exact indexes of version 2 (with row slices) of the exact cases' inputs.
+SLICED = {f"{name}-sliced": name for name in sorted(VERSION_1) if name.startswith("exact")}
 
 
 def cases() -> list[tuple[str, str, list[pa.Array[Any]], float]]:
@@ -99,6 +116,9 @@ def cases() -> list[tuple[str, str, list[pa.Array[Any]], float]]:
     out.append(("bloom-float", "bloom", floats, 0.001))
     out.append(("sbbf-big-str", "bloom", big, 0.01))
     out.append(("sbbf-small-int", "bloom", small, 0.05))
+    by_name = {name: case for name, *case in out}
+    for sliced, name in SLICED.items():
+        out.append((sliced, *by_name[name]))
     return out
 
 
@@ -153,3 +173,29 @@ def test_bloom_filters_sized_the_earlier_way_are_still_answered(
         for g in range(4):  # every value is found in its own row group
             assert hits[g::4, g].all()
         assert float(bloom_answers(data, absent).mean()) < 0.02
+
+
+@pytest.mark.parametrize("name", ["exact-int-sliced", "exact-wide-sliced", "exact-str-sliced"])
+def test_an_exact_index_of_version_2_lists_each_value_with_its_row_slices(name: str) -> None:
+    """The rows of a sliced exact index are the distinct (value, row group, row // slice rows)
+    of the non-null values, sorted: computed here from the inputs, row by row."""
+    (case,) = [c for c in cases() if c[0] == name]
+    _, kind, row_groups, fpp = case
+    data = build_index(kind, row_groups, fpp=fpp)
+    table = pq.read_table(io.BytesIO(data))
+    header = json.loads(table.schema.metadata[b"lakepool.index"])
+    assert header["version"] == 2 and header["slice_rows"] == kinds.SLICE_ROWS
+    expected = sorted(
+        {
+            (v, g, row // kinds.SLICE_ROWS)
+            for g, column in enumerate(row_groups)
+            for row, v in enumerate(column.to_pylist())
+            if v is not None
+        }
+    )
+    assert expected
+    if name == "exact-int-sliced":  # 3,000 rows a group: two slices
+        assert max(k for _, _, k in expected) == 1
+    got = list(zip(*(table.column(c).to_pylist() for c in ("value", "rg", "slice")), strict=True))
+    assert got == expected
+    assert header["entries"] == len(expected)

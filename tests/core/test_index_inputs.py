@@ -76,9 +76,12 @@ def _check_as_read_back(pool: Pool) -> int:
             data_file.read_row_group(rg, columns=[rule.field]).column(0)
             for rg in range(data_file.metadata.num_row_groups)
         ]
+        version = None
         if columns and pa.types.is_null(columns[0].type):
+            # No value in any row group: an empty index of version 1, as the read-back builds.
             columns = [pa.array([], pa.int64()) for _ in columns]
-        expected = build_index(rule.kind, columns, fpp=rule.fpp)
+            version = 1
+        expected = build_index(rule.kind, columns, fpp=rule.fpp, version=version)
         # The same rows and header written the same way: the same bytes.
         assert pool.store.get(index_key(pool.id, meta)) == expected, (oid, rule_name)
         checked += 1

@@ -77,7 +77,11 @@ def _same_rows(a: pa.Table, b: pa.Table) -> bool:
 def _one_writer(t: pa.Table, sizes: list[int]) -> bytes:
     sink = pa.BufferOutputStream()
     with pq.ParquetWriter(
-        sink, t.schema, compression="snappy", dictionary_pagesize_limit=32 << 10
+        sink,
+        t.schema,
+        compression="snappy",
+        dictionary_pagesize_limit=32 << 10,
+        **OPTIONS.page_options(),
     ) as w:
         at = 0
         for n in sizes:
@@ -100,12 +104,63 @@ def test_stitched_row_groups_are_the_file_one_writer_writes() -> None:
     assert _same_rows(back.read(), t)
 
 
-def test_a_fragment_with_a_page_index_is_refused() -> None:
-    t = _table(100)
-    sink = pa.BufferOutputStream()
-    pq.write_table(t, sink, write_page_index=True)
-    with pytest.raises(StitchError, match="page index"):
-        parse_fragment(sink.getvalue().to_pybytes())
+def test_page_indexes_move_with_their_row_groups() -> None:
+    """Fragments with page indexes (every fragment the writer encodes has them) stitch into the
+    file one writer writes — its column indexes, then its offset indexes, each offset index's
+    pages moved with its chunks — with or without bloom filters behind; row groups copied out
+    of a file are the file a writer writes of them alone. pyarrow reads the rows back, and
+    every offset index of the result locates pages where its chunks are."""
+    from lake_core.pages import file_layout, page_locations
+    from lake_core.stitch import copy_row_groups
+
+    t = _table(30_000)
+    sizes = [1, 9_000, 20, 12_000, 8_979]
+    parts, at = [], 0
+    for n in sizes:
+        parts.append(t.slice(at, n))
+        at += n
+    blooms = {c: {"ndv": 1_000, "fpp": 0.01} for c in ("k", "s")}
+
+    def written(groups: list[pa.Table], **options: Any) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pq.ParquetWriter(
+            sink,
+            t.schema,
+            compression="snappy",
+            dictionary_pagesize_limit=32 << 10,
+            max_rows_per_page=1_000,
+            write_page_index=True,
+            **options,
+        ) as w:
+            for g in groups:
+                w.write_table(g, row_group_size=max(1, len(g)))
+        return sink.getvalue().to_pybytes()
+
+    whole = written(parts)
+    for options in ({}, {"bloom_filter_options": blooms}):
+        fragments = [parse_fragment(written([p], **options)) for p in parts]
+        assert all(f.footer.groups[0].page_indexes for f in fragments)
+        assert b"".join(bytes(p) for p in stitch(fragments)) == whole
+    with_filters = written(parts, bloom_filter_options=blooms)
+    for first, stop in ((0, 5), (1, 3), (3, 4)):
+        copied = b"".join(bytes(p) for p in copy_row_groups(with_filters, first, stop))
+        assert copied == written(parts[first:stop])
+    back = pq.ParquetFile(pa.BufferReader(whole))
+    assert _same_rows(back.read(), t)
+    layout = file_layout(whole)
+    for g, group in enumerate(layout.groups):
+        for c, chunk in enumerate(group.chunks):
+            meta = back.metadata.row_group(g).column(c)
+            assert chunk.offset_index is not None
+            at, length = chunk.offset_index
+            pages = page_locations(whole[at : at + length])
+            # The pages tile the chunk behind its dictionary page, rows in order.
+            assert pages[0].offset == meta.data_page_offset == chunk.data_offset
+            assert pages[0].first_row == 0
+            assert all(a.offset + a.size == b.offset for a, b in zip(pages, pages[1:]))
+            assert all(a.first_row < b.first_row for a, b in zip(pages, pages[1:]))
+            start = meta.dictionary_page_offset or meta.data_page_offset
+            assert pages[-1].offset + pages[-1].size == start + meta.total_compressed_size
     with pytest.raises(StitchError, match="not a Parquet file"):
         parse_fragment(b"PAR1xxxx")
 
@@ -287,7 +342,11 @@ def test_a_walked_footer_gives_back_the_writers_bytes() -> None:
     from lake_core.stitch import copy_row_groups, read_footer
 
     t = _table(5000, seed=4)
-    for options in ({}, {"compression": "zstd", "use_dictionary": False}):
+    for options in (
+        {},
+        {"compression": "zstd", "use_dictionary": False},
+        {"max_rows_per_page": 100, "write_page_index": True},
+    ):
         sink = pa.BufferOutputStream()
         pq.write_table(t, sink, row_group_size=300, **options)
         data = sink.getvalue().to_pybytes()
