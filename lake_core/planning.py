@@ -262,7 +262,8 @@ class ReadPlan:
         self, obj: ObjectMeta, metadata: pq.FileMetaData, group: int
     ) -> list[tuple[int, int]] | None:
         """The rows of kept row group ``group`` of ``obj`` that every rule lets through, as
-        sorted ``[start, stop)`` ranges within the group, or None: all of them. An engine that
+        sorted ``[start, stop)`` ranges within the group, or None: all of them (as when the
+        ranges cover the group). An engine that
         can read part of a row group (:mod:`lake_core.pages`) reads only these; one that
         cannot reads the group (rows outside the ranges cannot match: the engine's filter
         drops them either way)."""
@@ -278,7 +279,8 @@ class ReadPlan:
                 continue
             found = [(a, min(b, rows)) for a, b in found if a < min(b, rows)]
             out = found if out is None else _intersect(out, found)
-        return out
+        # Every row of the group: read it whole (a page read would fetch more, not less).
+        return None if out == [(0, rows)] else out
 
     def opened(self) -> None:
         """Count an object opened (its footer read)."""
