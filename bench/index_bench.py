@@ -17,9 +17,16 @@ it exists, else tpchgen-cli's output under bench/data), plain strings, sorted by
   ``DeltaTable.to_pyarrow_table(filters=[(col, "=", v)])`` (its file statistics prune files;
   delta-rs keeps no index).
 
-Every lakepool pool is created with ``--seek-stride`` (default 4MB, the pool default): an index
-narrows a lookup to row groups, so the stride sets how many bytes a found value costs; docs/cli.md
-("Search indexes") says which stride suits which lookups.
+Every lakepool pool is created with ``--seek-stride`` (default 4MB, the pool default). A bloom
+index narrows a lookup to row groups, so the stride sets how many bytes a found value costs; an
+exact index narrows it to slices of 2,048 rows, read by pages (docs/architecture.md, "Page
+reads"); docs/cli.md ("Search indexes") says which stride suits which lookups.
+
+- ``stats-only, no page index``: the stats-only pool written as lakepool wrote objects before
+  page indexes (pyarrow's 1 MiB pages, no page index: ``EncodeOptions.page_options`` emptied
+  for its load), so the same run shows what pages of 2,048 rows and their index cost a load,
+  the data's size and a full scan (``Pool.scan()`` of every row, every column: wall and CPU,
+  medians over rounds).
 
 Load time: each pool's load (one ``Pool.load`` of the whole table, the index built in the same
 commit), medians over rounds (each round loads the pools in a rotated order); the overhead is
@@ -30,13 +37,16 @@ existing values of each column (and as many absent ones), every side reading eve
 the matching rows; per lookup the wall time (median over rounds) and, for lakepool, the bytes
 of the row groups read (``--stats``' ``bytes_read``: column chunks of the rows groups opened,
 compressed) plus the bytes of index objects the lookup read (``index_bytes_read``: footers and
-index row groups) — the same scan on the stats-only pool gives the ratio. Prints one markdown section
+index row groups); a row group an exact index narrows to a few slices counts the bytes fetched
+to read it by pages (its footer, offset indexes, pages and dictionaries) — the same scan on the
+stats-only pool gives the ratio. Prints one markdown section
 (progress on stderr) and the raw numbers to ``bench/out/index-sf<SF>-stride<STRIDE>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -45,6 +55,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +69,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from bench.workloads import lineitem_path, plain_strings, settle  # noqa: E402
 from lake_core import Lake  # noqa: E402
+from lake_core.encode import EncodeOptions  # noqa: E402
 from lake_core.units import format_size, parse_size  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -69,6 +81,9 @@ POOLS = (
     ("exact(l_partkey)", "l_partkey", "exact"),
     ("bloom(l_comment)", "l_comment", "bloom"),
 )
+NO_PAGES = "stats-only, no page index"
+#: Every pool a round loads: the lakepool pools, and the stats-only one written as before.
+SIDES = (*POOLS, (NO_PAGES, None, None))
 
 
 def log(msg: str) -> None:
@@ -107,9 +122,30 @@ def load_pool(
         lake.create_index_rule("ix", column, kind)
     pool = lake.pool("lineitem")
     settle()
+    with _without_page_index() if name == NO_PAGES else contextlib.nullcontext():
+        cpu, t0 = time.process_time(), time.perf_counter()
+        pool.load(table)
+        return time.perf_counter() - t0, time.process_time() - cpu
+
+
+@contextlib.contextmanager
+def _without_page_index() -> Iterator[None]:
+    """The writer as it was before page indexes: pyarrow's pages, no page index."""
+    before = EncodeOptions.page_options
+    EncodeOptions.page_options = lambda self: {}  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        EncodeOptions.page_options = before  # type: ignore[method-assign]
+
+
+def full_scan(root: Path, name: str) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds and rows of a scan of every row and column of the pool."""
+    pool = Lake.open(str(root / name)).pool("lineitem")
+    settle()
     cpu, t0 = time.process_time(), time.perf_counter()
-    pool.load(table)
-    return time.perf_counter() - t0, time.process_time() - cpu
+    rows = sum(b.num_rows for b in pool.scan().batches())
+    return time.perf_counter() - t0, time.process_time() - cpu, rows
 
 
 def sizes(root: Path, name: str) -> tuple[int, int]:
@@ -151,15 +187,15 @@ def main() -> None:
     log(f"lineitem sf {args.sf:g}: {table.num_rows:,} rows")
     work = Path(tempfile.mkdtemp(prefix="index-bench-"))
     try:
-        loads: dict[str, list[float]] = {name: [] for name, _, _ in POOLS}
-        load_cpu: dict[str, list[float]] = {name: [] for name, _, _ in POOLS}
+        loads: dict[str, list[float]] = {name: [] for name, _, _ in SIDES}
+        load_cpu: dict[str, list[float]] = {name: [] for name, _, _ in SIDES}
         for r in range(args.rounds):
             # Each round loads the pools in another order (a load's place in the round, not
             # its pool, would otherwise bias the overhead), and removes the previous round's
             # pools first, all at once, so no removal falls between two timed loads.
-            for name, _, _ in POOLS:
+            for name, _, _ in SIDES:
                 shutil.rmtree(work / name, ignore_errors=True)
-            for name, column, kind in POOLS[r % len(POOLS) :] + POOLS[: r % len(POOLS)]:
+            for name, column, kind in SIDES[r % len(SIDES) :] + SIDES[: r % len(SIDES)]:
                 seconds, cpu = load_pool(work, name, column, kind, table, args.stride)
                 loads[name].append(seconds)
                 load_cpu[name].append(cpu)
@@ -168,7 +204,22 @@ def main() -> None:
 
         write_deltalake(str(work / "delta"), table)
         data_bytes, _ = sizes(work, "stats-only")
-        results: dict[str, Any] = {"loads": loads, "load_cpu": load_cpu, "pools": {}}
+        scans: dict[str, dict[str, Any]] = {}
+        for name in ("stats-only", NO_PAGES):
+            runs = [full_scan(work, name) for _ in range(args.rounds)]
+            scans[name] = {
+                "seconds": [w for w, _, _ in runs],
+                "cpu": [c for _, c, _ in runs],
+                "rows": runs[0][2],
+                "data_bytes": sizes(work, name)[0],
+            }
+            log(f"full scan {name}: {scans[name]}")
+        results: dict[str, Any] = {
+            "loads": loads,
+            "load_cpu": load_cpu,
+            "pools": {},
+            "scans": scans,
+        }
         for name, column, _kind in POOLS[1:]:
             assert column is not None
             d, ix = sizes(work, name)
@@ -229,7 +280,7 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
     ]
     cpu = results.get("load_cpu") or {}
     base_cpu = statistics.median(cpu["stats-only"]) if cpu.get("stats-only") else None
-    for name, _, _ in POOLS:
+    for name, _, _ in SIDES:
         med = statistics.median(loads[name])
         per_round = statistics.median(
             a / b for a, b in zip(loads[name], loads["stats-only"], strict=True)
@@ -248,6 +299,20 @@ def report(results: dict[str, Any], args: Any, data_bytes: int, rows: int) -> st
             f"{med / base:.2f}× | {per_round:.2f}× | {cpu_cells} | "
             f"{_mb(ix) if entry else '—'} | {(100 * ix / data_bytes) if entry else 0:.1f}% |"
         )
+    scans = results.get("scans") or {}
+    if scans:
+        out += [
+            "",
+            "| pool | data bytes | full scan (median) | scan CPU-s (median) |",
+            "| --- | --- | --- | --- |",
+        ]
+        for name, sc in scans.items():
+            w, c = sc["seconds"], sc["cpu"]
+            out.append(
+                f"| {name} | {_mb(sc['data_bytes'])} | {statistics.median(w):.2f} s "
+                f"({min(w):.2f}–{max(w):.2f}) | {statistics.median(c):.2f} "
+                f"({min(c):.2f}–{max(c):.2f}) |"
+            )
     out += [
         "",
         "| pool | value | rows | bytes read: data + index / stats-only | fewer | time: index / "

@@ -60,7 +60,8 @@ MAGIC = b"PAR1"
 
 # Field ids in parquet.thrift.
 _FILE_SCHEMA, _FILE_ROW_GROUPS = 2, 4
-_SE_NUM_CHILDREN = 5
+_SE_REPETITION, _SE_NUM_CHILDREN = 3, 5
+_REPEATED = 2
 _RG_COLUMNS, _RG_NUM_ROWS = 1, 3
 _CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH = 3, 4, 5
 _CM_CODEC, _CM_COMPRESSED, _CM_DATA_PAGE, _CM_DICTIONARY_PAGE = 4, 7, 9, 11
@@ -166,6 +167,8 @@ def _chunk(data: bytes, pos: int) -> tuple[ChunkLayout, int]:
     size = _int_field(data, inner, _CM_COMPRESSED)
     if codec is None or data_offset is None or size is None:
         raise PageLayoutError("a column chunk's metadata lacks its codec, pages or size")
+    if list(inner)[:4] != [1, 2, 3, 4]:  # the prefix copied below must be exactly those
+        raise PageLayoutError("a column chunk's metadata does not start with its fields 1-4")
     dictionary_pages = None
     stats = inner.get(_CM_ENCODING_STATS)
     if stats is not None and stats[0] == LIST:
@@ -208,22 +211,24 @@ def _read_layout(data: bytes) -> FileLayout:
     if schema is None or groups_at is None:
         raise PageLayoutError("a footer without a schema or row groups")
     count, etype, pos = list_head(data, schema[1])
-    elements: list[tuple[bytes, int | None]] = []
+    elements: list[tuple[bytes, int | None, int | None]] = []
     for _ in range(count):
         element, end = _struct_fields(data, pos)
-        elements.append((data[pos:end], _int_field(data, element, _SE_NUM_CHILDREN)))
+        children = _int_field(data, element, _SE_NUM_CHILDREN)
+        elements.append((data[pos:end], children, _int_field(data, element, _SE_REPETITION)))
         pos = end
     leaves, flat, names = [], [], []
     # Depth-first: the root, then each child with its own children after it.
     stack = [elements[0][1] or 0] if elements else []
-    for raw, children in elements[1:]:
+    for raw, children, repetition in elements[1:]:
         depth = len(stack)
         stack[-1] -= 1
         if children:
             stack.append(children)
         else:
             leaves.append(raw)
-            flat.append(depth == 1)
+            # A top-level leaf, not repeated: one value (or null) per row.
+            flat.append(depth == 1 and repetition != _REPEATED)
             names.append(_name(raw))
         while stack and stack[-1] == 0 and len(stack) > 1:
             stack.pop()
@@ -406,7 +411,7 @@ def read_rows(
         before = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         k = np.searchsorted(starts_in, wanted, side="right") - 1
         positions = before[k] + (wanted - starts_in[k])
-        taken = table.take(pa.array(positions))
+        taken = table.take(positions)
         for n, i in enumerate(members):
             decoded[i] = taken.column(n)
     return pa.table([decoded[i] for i in indexes], names=list(columns))
@@ -503,36 +508,36 @@ def _small_file(
         meta = bytearray(chunk.head)
         w = StructWriter(meta)
         w.last = _CM_CODEC
-        w.int(5, total_rows)  # num_values: a flat column has one value (or null) per row
-        w.int(6, size)  # total_uncompressed_size: not used to decode
-        w.int(_CM_COMPRESSED, size)
-        w.int(_CM_DATA_PAGE, data_at)
+        w.integer(5, total_rows)  # num_values: a flat column has one value (or null) per row
+        w.integer(6, size)  # total_uncompressed_size: not used to decode
+        w.integer(_CM_COMPRESSED, size)
+        w.integer(_CM_DATA_PAGE, data_at)
         if dictionary_at is not None:
-            w.int(_CM_DICTIONARY_PAGE, dictionary_at)
+            w.integer(_CM_DICTIONARY_PAGE, dictionary_at)
         w.end()
         cc = StructWriter(chunks)
-        cc.int(2, start)  # file_offset
+        cc.integer(2, start)  # file_offset
         cc.raw(_CC_META, STRUCT, bytes(meta))
         cc.end()
     names = [layout.names[i] for i in members]
     arrow = pa.schema([arrow_schema.field(n) for n in names])
     footer = bytearray()
     f = StructWriter(footer)
-    f.int(1, 2, I32)  # version
+    f.integer(1, 2, I32)  # version
     root = bytearray()
     r = StructWriter(root)
     r.binary(4, b"schema")
-    r.int(_SE_NUM_CHILDREN, len(members), I32)
+    r.integer(_SE_NUM_CHILDREN, len(members), I32)
     r.end()
     schema = list_header(len(members) + 1, STRUCT) + bytes(root)
     schema += b"".join(layout.leaves[i] for i in members)
     f.raw(_FILE_SCHEMA, LIST, schema)
-    f.int(3, total_rows)
+    f.integer(3, total_rows)
     group = bytearray()
     gw = StructWriter(group)
     gw.raw(_RG_COLUMNS, LIST, list_header(len(members), STRUCT) + bytes(chunks))
-    gw.int(2, len(body) - len(MAGIC))  # total_byte_size
-    gw.int(_RG_NUM_ROWS, total_rows)
+    gw.integer(2, len(body) - len(MAGIC))  # total_byte_size
+    gw.integer(_RG_NUM_ROWS, total_rows)
     gw.end()
     f.raw(_FILE_ROW_GROUPS, LIST, list_header(1, STRUCT) + bytes(group))
     kv = bytearray()

@@ -144,8 +144,8 @@ def field_head(fid: int, ctype: int, last: int) -> bytes:
 
 class StructWriter:
     """Writes one struct's fields in increasing id order (the compact protocol encodes a field
-    id as the difference from the last): ``i64``, ``i32``, ``binary``, raw ``value`` bytes of a
-    struct or list already encoded, then :meth:`end`."""
+    id as the difference from the last): :meth:`integer`, :meth:`binary`, :meth:`raw` (a struct
+    or list already encoded), then :meth:`end`."""
 
     def __init__(self, out: bytearray) -> None:
         self.out = out
@@ -155,7 +155,7 @@ class StructWriter:
         self.out += field_head(fid, ctype, self.last)
         self.last = fid
 
-    def int(self, fid: int, value: int, ctype: int = I64) -> None:
+    def integer(self, fid: int, value: int, ctype: int = I64) -> None:
         self._head(fid, ctype)
         put_varint(self.out, zigzag64(value))
 

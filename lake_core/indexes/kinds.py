@@ -761,6 +761,8 @@ def _lookup_exact(
         return IndexHits(frozenset(int(x) for x in rgs))
     slices: dict[int, set[int]] = {}
     for rg, k in zip(rgs, hits.column("slice").to_pylist(), strict=True):
+        if rg is None or k is None:
+            raise ValueError("an exact index entry without its row group or slice")
         slices.setdefault(int(rg), set()).add(int(k))
     return IndexHits(frozenset(slices), {g: frozenset(v) for g, v in slices.items()}, slice_rows)
 

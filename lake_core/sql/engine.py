@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from lake_core.derived.answer import Answer
     from lake_core.lake import Lake
     from lake_core.pool import Pool
+    from lake_core.stores.base import ObjectStore
 
 __all__ = ["SqlRun", "run_sql"]
 
@@ -566,7 +567,7 @@ class _Session:
         rows = [
             conform_to(table, schema)
             for fragment in fragments
-            for table in _read_parts(read.plan, fragment, self.columns)
+            for table in _read_parts(read.plan, fragment, self.columns, pool.store)
         ]
         if not rows:
             return whole
@@ -581,17 +582,28 @@ class _Session:
         )
 
 
-def _read_parts(plan: ReadPlan, fragment: Any, columns: frozenset[str] | None) -> list[pa.Table]:
+def _read_parts(
+    plan: ReadPlan, fragment: Any, columns: frozenset[str] | None, store: ObjectStore
+) -> list[pa.Table]:
     """The rows of ``fragment``'s :attr:`~lake_core.planning.Fragment.parts`, read by pages
-    (the query's columns of the file), counted in ``plan``."""
+    (the query's columns of the file), counted in ``plan``; a group whose pages this reader
+    cannot follow is read whole instead (an index never makes a read fail)."""
+    from lake_core.pages import PageLayoutError
+    from lake_core.reader import open_object
+
     if not fragment.parts:
         return []
     names = fragment.metadata.schema.to_arrow_schema().names
     read = _query_columns(columns, names)
     out = []
     for group, ranges in sorted(fragment.parts.items()):
-        table, fetched = fragment.pages.read(group, read, ranges)
-        plan.read_part(table.num_rows, fetched)
+        try:
+            table, fetched = fragment.pages.read(group, read, ranges)
+            plan.read_part(table.num_rows, fetched)
+        except PageLayoutError:
+            opened = open_object(store, fragment.key, fragment.obj.size)
+            table = opened.file.read_row_group(group, columns=read)
+            plan.read(fragment.metadata, [group], read, table.num_rows)
         out.append(table)
     return out
 

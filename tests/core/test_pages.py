@@ -306,6 +306,10 @@ def test_objects_without_page_indexes_are_read_whole_with_the_same_rows(
     monkeypatch.setattr(lake_core.pages, "read_rows", broken)
     again, _ = _lookup(lake, "p", f"part = {value}")
     assert again.equals(want)
+    run = run_sql(
+        f"SELECT * FROM p WHERE part = {value} ORDER BY ts", lake.pool, lake, derived=False
+    )
+    assert run.relation.fetchall() == [tuple(r.values()) for r in want.to_pylist()]
 
 
 #: Many users: each has a few rows, a few slices of the row groups that hold them.

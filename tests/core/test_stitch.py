@@ -4,6 +4,7 @@ and an encoding failure that leaves nothing behind."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 from datetime import UTC, date, datetime, timedelta
@@ -157,8 +158,8 @@ def test_page_indexes_move_with_their_row_groups() -> None:
             # The pages tile the chunk behind its dictionary page, rows in order.
             assert pages[0].offset == meta.data_page_offset == chunk.data_offset
             assert pages[0].first_row == 0
-            assert all(a.offset + a.size == b.offset for a, b in zip(pages, pages[1:]))
-            assert all(a.first_row < b.first_row for a, b in zip(pages, pages[1:]))
+            assert all(a.offset + a.size == b.offset for a, b in itertools.pairwise(pages))
+            assert all(a.first_row < b.first_row for a, b in itertools.pairwise(pages))
             start = meta.dictionary_page_offset or meta.data_page_offset
             assert pages[-1].offset + pages[-1].size == start + meta.total_compressed_size
     with pytest.raises(StitchError, match="not a Parquet file"):
