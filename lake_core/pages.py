@@ -555,6 +555,20 @@ def _small_file(
     return out.getvalue()
 
 
+def may_read_by_pages(metadata: pq.FileMetaData, group: int, columns: Sequence[str]) -> bool:
+    """Whether row group ``group`` of a file (its footer as pyarrow read it) may be read by
+    pages for ``columns``, from what pyarrow's metadata tells: top-level columns that are
+    leaves, each chunk with an offset index. Checked before the footer is fetched again to
+    walk it (:class:`ObjectPages`, which decides for sure)."""
+    rg = metadata.row_group(group)
+    paths = {rg.column(i).path_in_schema: i for i in range(rg.num_columns)}
+    for name in columns:
+        i = paths.get(name)
+        if i is None or not rg.column(i).has_offset_index:
+            return False
+    return True
+
+
 class ObjectPages:
     """Page reads of one Parquet object: its footer fetched and walked once, then any of its
     row groups read in part (:func:`read_rows`). ``fetch(offset, length)``: the object's bytes

@@ -441,8 +441,10 @@ def open_fragments(
         names = metadata.schema.to_arrow_schema().names
         read = names if wanted is None else [n for n in names if n.lower() in wanted]
         key = layout.data(obj.id)
+        # Every column of the file: an engine that reads parts hands the rows to a query
+        # engine that picks its own columns (views, joins, ``SELECT t`` may name none).
         parts, pages = (
-            _parts(plan, store, key, obj, metadata, groups, read) if row_ranges else ({}, None)
+            _parts(plan, store, key, obj, metadata, groups, names) if row_ranges else ({}, None)
         )
         groups = [g for g in groups if g not in parts]
         rows = sum(metadata.row_group(g).num_rows for g in groups)
@@ -465,12 +467,12 @@ def _parts(
 ) -> tuple[dict[int, list[tuple[int, int]]], Any]:
     """The groups of ``groups`` to read in part (their rows), and the object's page reader;
     none where the plan keeps whole groups or the object's pages cannot serve ``columns``."""
-    from lake_core.pages import ObjectPages, PageLayoutError
+    from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
 
     ranges = {}
     for g in groups:
         found = plan.row_ranges(obj, metadata, g)
-        if found is not None:
+        if found is not None and may_read_by_pages(metadata, g, columns):
             ranges[g] = found
     if not ranges:
         return {}, None

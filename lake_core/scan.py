@@ -35,7 +35,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.otree.blocks import revision_of
 from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.otree.settings import OTreeLayout
-from lake_core.pages import ObjectPages, PageLayoutError
+from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
 from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
 from lake_core.pruners import read_pruners
@@ -229,7 +229,7 @@ class Scan:
         ranges = {}
         for g in groups:
             found = self.plan.row_ranges(obj, meta, g)
-            if found is not None:
+            if found is not None and may_read_by_pages(meta, g, columns):
                 ranges[g] = found
         if not ranges:
             return {}, None

@@ -251,7 +251,7 @@ def row_slices(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray[Any, 
         if isinstance(valid, pa.ChunkedArray):
             valid = valid.combine_chunks()
         slices = slices[valid.to_numpy(zero_copy_only=False)]
-    return slices.astype(np.uint16)
+    return slices.astype(np.uint32)
 
 
 def canonical_rows(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
@@ -324,7 +324,7 @@ def _value_slices(values: pa.Array[Any], slices: np.ndarray[Any, Any]) -> pa.Tab
     deduplicates them as codes), else the distinct pairs."""
     if len(values) != len(slices):
         raise ValueError(f"{len(values)} values and {len(slices)} slices")
-    table = pa.table({"value": values, "slice": pa.array(slices, pa.uint16())})
+    table = pa.table({"value": values, "slice": pa.array(slices, pa.uint32())})
     if pa.types.is_int64(values.type):
         return table
     return table.group_by(["value", "slice"], use_threads=False).aggregate([])
@@ -393,7 +393,7 @@ def _int_pairs(parts: list[Any]) -> pa.Table | None:
     }
     if sliced:
         mask = (np.int64(1) << slice_shift) - 1
-        columns["slice"] = pa.array((low & mask).astype(np.uint16), pa.uint16())
+        columns["slice"] = pa.array((low & mask).astype(np.uint32), pa.uint32())
     return pa.table(columns)
 
 
@@ -706,10 +706,12 @@ def index_lookup(
         # row group holding it: NaN is never decided (the caller reads unpruned).
         return None
     sliced = kind == EXACT and version == EXACT_VERSION
-    slice_rows = int(header["slice_rows"]) if sliced else 0
-    if len(wanted) == 0:
-        return IndexHits(frozenset(), {} if sliced else None, slice_rows)
     try:
+        slice_rows = int(header["slice_rows"]) if sliced else 0
+        if sliced and slice_rows < 1:
+            raise ValueError(f"slices of {slice_rows} rows")
+        if len(wanted) == 0:
+            return IndexHits(frozenset(), {} if sliced else None, slice_rows)
         if kind == EXACT:
             return _lookup_exact(pf, wanted, read, slice_rows)
         if kind == BLOOM:

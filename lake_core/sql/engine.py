@@ -567,7 +567,7 @@ class _Session:
         rows = [
             conform_to(table, schema)
             for fragment in fragments
-            for table in _read_parts(read.plan, fragment, self.columns, pool.store)
+            for table in _read_parts(read.plan, fragment, pool.store)
         ]
         if not rows:
             return whole
@@ -582,19 +582,18 @@ class _Session:
         )
 
 
-def _read_parts(
-    plan: ReadPlan, fragment: Any, columns: frozenset[str] | None, store: ObjectStore
-) -> list[pa.Table]:
+def _read_parts(plan: ReadPlan, fragment: Any, store: ObjectStore) -> list[pa.Table]:
     """The rows of ``fragment``'s :attr:`~lake_core.planning.Fragment.parts`, read by pages
-    (the query's columns of the file), counted in ``plan``; a group whose pages this reader
-    cannot follow is read whole instead (an index never makes a read fail)."""
+    (every column of the file: DuckDB picks the query's, which the query's text does not
+    always name — a view, a join's USING, ``SELECT t``), counted in ``plan``; a group whose
+    pages this reader cannot follow is read whole instead (an index never makes a read
+    fail)."""
     from lake_core.pages import PageLayoutError
     from lake_core.reader import open_object
 
     if not fragment.parts:
         return []
-    names = fragment.metadata.schema.to_arrow_schema().names
-    read = _query_columns(columns, names)
+    read = fragment.metadata.schema.to_arrow_schema().names
     out = []
     for group, ranges in sorted(fragment.parts.items()):
         try:

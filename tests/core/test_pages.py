@@ -272,6 +272,17 @@ def test_an_exact_lookup_reads_the_pages_of_its_rows(lake: Lake) -> None:
         )
         ((n, total),) = counted.relation.fetchall()
         assert n == want.num_rows and total == pytest.approx(pc.sum(want.column("price")).as_py())
+        # Queries whose text names fewer columns than DuckDB reads: the rows read by pages
+        # hold every column.
+        joined = run_sql(
+            f"SELECT i.note FROM indexed i JOIN plain p USING (ts) WHERE i.{where} ORDER BY ts",
+            lake.pool,
+            lake,
+            derived=False,
+        )
+        assert [r[0] for r in joined.relation.fetchall()] == want.column("note").to_pylist()
+        whole = run_sql(f"SELECT indexed FROM indexed WHERE {where} ORDER BY ts", lake.pool, lake)
+        assert [r[0] for r in whole.relation.fetchall()] == want.to_pylist()
 
 
 def test_objects_without_page_indexes_are_read_whole_with_the_same_rows(
