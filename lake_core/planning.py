@@ -282,6 +282,37 @@ class ReadPlan:
         # Every row of the group: read it whole (a page read would fetch more, not less).
         return None if out == [(0, rows)] else out
 
+    def page_parts(
+        self,
+        store: ObjectStore,
+        key: str,
+        obj: ObjectMeta,
+        metadata: pq.FileMetaData,
+        groups: Sequence[int],
+        columns: Sequence[str],
+    ) -> tuple[dict[int, list[tuple[int, int]]], Any]:
+        """The kept ``groups`` of ``obj`` (at ``key``, its footer ``metadata``) to read in
+        part, by pages, with their rows (:meth:`row_ranges`), and the object's page reader
+        (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here); none where
+        every group is read whole or the object's pages cannot serve ``columns``."""
+        from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
+
+        ranges = {}
+        for g in groups:
+            found = self.row_ranges(obj, metadata, g)
+            if found is not None and may_read_by_pages(metadata, g, columns):
+                ranges[g] = found
+        if not ranges:
+            return {}, None
+        try:
+            pages = ObjectPages(
+                lambda offset, length: store.get_range(key, offset, length), obj.size, metadata
+            )
+        except PageLayoutError:
+            return {}, None
+        self.read_part(0, pages.fetched, groups=0)
+        return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages
+
     def opened(self) -> None:
         """Count an object opened (its footer read)."""
         self.stats.objects_read += 1
@@ -444,7 +475,7 @@ def open_fragments(
         # Every column of the file: an engine that reads parts hands the rows to a query
         # engine that picks its own columns (views, joins, ``SELECT t`` may name none).
         parts, pages = (
-            _parts(plan, store, key, obj, metadata, groups, names) if row_ranges else ({}, None)
+            plan.page_parts(store, key, obj, metadata, groups, names) if row_ranges else ({}, None)
         )
         groups = [g for g in groups if g not in parts]
         rows = sum(metadata.row_group(g).num_rows for g in groups)
@@ -454,33 +485,3 @@ def open_fragments(
             arrow = whole.subset(row_group_ids=groups)  # shares the parsed footer
         out.append(Fragment(obj, key, tuple(groups), metadata, arrow, parts, pages))
     return out
-
-
-def _parts(
-    plan: ReadPlan,
-    store: ObjectStore,
-    key: str,
-    obj: ObjectMeta,
-    metadata: pq.FileMetaData,
-    groups: Sequence[int],
-    columns: Sequence[str],
-) -> tuple[dict[int, list[tuple[int, int]]], Any]:
-    """The groups of ``groups`` to read in part (their rows), and the object's page reader;
-    none where the plan keeps whole groups or the object's pages cannot serve ``columns``."""
-    from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
-
-    ranges = {}
-    for g in groups:
-        found = plan.row_ranges(obj, metadata, g)
-        if found is not None and may_read_by_pages(metadata, g, columns):
-            ranges[g] = found
-    if not ranges:
-        return {}, None
-    try:
-        pages = ObjectPages(
-            lambda offset, length: store.get_range(key, offset, length), obj.size, metadata
-        )
-    except PageLayoutError:
-        return {}, None
-    plan.read_part(0, pages.fetched, groups=0)
-    return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages

@@ -35,7 +35,7 @@ from lake_core.objects import ObjectMeta
 from lake_core.otree.blocks import revision_of
 from lake_core.otree.sampling import and_sample, sample_predicate
 from lake_core.otree.settings import OTreeLayout
-from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
+from lake_core.pages import PageLayoutError
 from lake_core.planning import ReadStats, object_stats, plan_read
 from lake_core.poolkey import PoolKey
 from lake_core.pruners import read_pruners
@@ -196,7 +196,7 @@ class Scan:
         schema = pa.schema(
             [self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]
         )
-        parts, pages = self._parts(obj, opened.key, meta, groups, read_cols)
+        parts, pages = self.plan.page_parts(self.store, opened.key, obj, meta, groups, read_cols)
         for step in [[g] for g in groups] if stream else _steps(groups, parts):
             table = None
             if pages is not None and step[0] in parts:
@@ -214,33 +214,6 @@ class Scan:
             if self.filter is not None:
                 full = full.filter(self.filter)
             yield full
-
-    def _parts(
-        self,
-        obj: ObjectMeta,
-        key: str,
-        meta: Any,
-        groups: list[int],
-        columns: list[str],
-    ) -> tuple[dict[int, list[tuple[int, int]]], ObjectPages | None]:
-        """The row groups of ``groups`` to read in part, with their rows (the planner's
-        :meth:`~lake_core.planning.ReadPlan.row_ranges`), and the object's page reader; none
-        where the object cannot be read by pages (no page index, nested columns)."""
-        ranges = {}
-        for g in groups:
-            found = self.plan.row_ranges(obj, meta, g)
-            if found is not None and may_read_by_pages(meta, g, columns):
-                ranges[g] = found
-        if not ranges:
-            return {}, None
-        try:
-            pages = ObjectPages(
-                lambda offset, length: self.store.get_range(key, offset, length), obj.size, meta
-            )
-        except PageLayoutError:
-            return {}, None
-        self.plan.read_part(0, pages.fetched, groups=0)
-        return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The records, in order, as record batches of ``out_schema``."""

@@ -103,11 +103,11 @@ def test_lookups_match_the_model(
                 strict=True,
             )
         )
-        want = sorted(r for r in model if _matches(r, where))
+        want = sorted(r for r in model if model_matches(r, where))
         assert got == want, where
 
 
-def _matches(row: tuple[int, str, int], where: str) -> bool:
+def model_matches(row: tuple[int, str, int], where: str) -> bool:
     _, user, n = row
     clauses = where.split(" AND ")
     for clause in clauses:

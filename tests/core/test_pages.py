@@ -28,6 +28,7 @@ from lake_core import Lake
 from lake_core.encode import EncodeOptions
 from lake_core.pages import PageLayoutError, PageRead, file_layout, read_rows
 from lake_core.sql.engine import run_sql
+from tests.core.test_indexes_model import model_matches
 
 ROWS = 6_000
 
@@ -395,21 +396,7 @@ def test_lookups_by_pages_match_the_model(
         scan = pool.scan(where=where)
         table = scan.to_table()
         got = sorted(zip(*(table[c].to_pylist() for c in ("ts", "user", "n")), strict=True))
-        want = sorted(r for r in model if _model_matches(r, where))
+        want = sorted(r for r in model if model_matches(r, where))
         assert got == want, where
         if " AND " not in where and " IN " not in where:
             assert scan.stats.rows_read <= 2048 * len(want), where
-
-
-def _model_matches(row: tuple[int, str, int], where: str) -> bool:
-    _, user, n = row
-    for clause in where.split(" AND "):
-        if clause.startswith("user = "):
-            ok = user == clause.split("'")[1]
-        elif clause.startswith("user IN"):
-            ok = user in clause[clause.index("(") + 1 : -1].replace("'", "").split(", ")
-        else:
-            ok = n == int(clause.split("= ")[1])
-        if not ok:
-            return False
-    return True
