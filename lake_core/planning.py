@@ -295,7 +295,7 @@ class ReadPlan:
         part, by pages, with their rows (:meth:`row_ranges`), and the object's page reader
         (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here); none where
         every group is read whole or the object's pages cannot serve ``columns``."""
-        from lake_core.pages import ObjectPages, PageLayoutError, may_read_by_pages
+        from lake_core.pages import FETCH_THREADS, ObjectPages, PageLayoutError, may_read_by_pages
 
         ranges = {}
         for g in groups:
@@ -306,7 +306,10 @@ class ReadPlan:
             return {}, None
         try:
             pages = ObjectPages(
-                lambda offset, length: store.get_range(key, offset, length), obj.size, metadata
+                lambda offset, length: store.get_range(key, offset, length),
+                obj.size,
+                metadata,
+                threads=1 if store.local_path(key) is not None else FETCH_THREADS,
             )
         except PageLayoutError:
             return {}, None

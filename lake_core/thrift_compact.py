@@ -68,6 +68,14 @@ def skip(data: bytes, pos: int, ctype: int) -> int:
             return pos + size
         if etype == DOUBLE:
             return pos + 8 * size
+        if I16 <= etype <= I64:
+            # Integers (the level histograms of a footer's size statistics, per column
+            # chunk): each ends at a byte below 0x80.
+            for _ in range(size):
+                while data[pos] & 0x80:
+                    pos += 1
+                pos += 1
+            return pos
         for _ in range(size):
             pos = skip(data, pos, etype)
         return pos
