@@ -372,28 +372,43 @@ def _int_pairs(parts: list[Any]) -> pa.Table | None:
         return None
     values = pa.concat_arrays([p for p in arrays if len(p)]).to_numpy()
     shift = np.int64(max(1, len(parts) - 1).bit_length())
-    rgs = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
     slice_shift = np.int64(0)
     if sliced:
-        slices = np.concatenate([p.column("slice").to_numpy() for p in parts]).astype(np.int64)
-        slice_shift = np.int64(max(1, int(slices.max())).bit_length())
-        rgs = (rgs << slice_shift) | slices
+        top = max((int(p.column("slice").to_numpy().max()) for p in parts if p.num_rows), default=0)
+        slice_shift = np.int64(max(1, top).bit_length())
+        # Each row group's (rg << s | slice), made per group: one pass over the rows.
+        tails = [
+            (p.column("slice").to_numpy().astype(np.int64) | np.int64(i << int(slice_shift)))
+            for i, p in enumerate(parts)
+            if p.num_rows
+        ]
+        tail = np.concatenate(tails)
         shift += slice_shift
+    else:
+        tail = np.repeat(np.arange(len(parts), dtype=np.int64), counts)
     lo = int(values.min())
     if int(values.max()) - lo >= 2 ** (63 - int(shift)):
         return None
     # values - lo lies in [0, 2**(63 - b)): exact even where the int64 subtraction wraps.
-    codes = ((values - np.int64(lo)) << shift) | rgs
+    codes = values - np.int64(lo)
+    codes <<= shift
+    codes |= tail
+    del tail
     codes.sort()
-    codes = codes[np.concatenate(([True], codes[1:] != codes[:-1]))]
-    low = codes & ((np.int64(1) << shift) - 1)
+    keep = np.empty(len(codes), dtype=bool)
+    keep[0] = True
+    np.not_equal(codes[1:], codes[:-1], out=keep[1:])
+    codes = codes[keep]
+    value = codes >> shift
+    value += np.int64(lo)
+    codes &= (np.int64(1) << shift) - 1  # now rg << s | slice
     columns = {
-        "value": pa.array((codes >> shift) + np.int64(lo), pa.int64()),
-        "rg": pa.array((low >> slice_shift).astype(np.int32), pa.int32()),
+        "value": pa.array(value, pa.int64()),
+        "rg": pa.array((codes >> slice_shift).astype(np.int32), pa.int32()),
     }
     if sliced:
-        mask = (np.int64(1) << slice_shift) - 1
-        columns["slice"] = pa.array((low & mask).astype(np.uint32), pa.uint32())
+        codes &= (np.int64(1) << slice_shift) - 1
+        columns["slice"] = pa.array(codes.astype(np.uint32), pa.uint32())
     return pa.table(columns)
 
 
