@@ -24,6 +24,9 @@ Invariants:
   superset of what its :meth:`Pruner.keep_object` keeps: using it changes speed, never the plan.
 * The plan names objects in snapshot order; counters only grow, and ``objects_total`` is the
   snapshot's live object count.
+* :meth:`ReadPlan.row_ranges` narrows a kept row group to the rows a rule knows can match (an
+  exact index's row slices): an engine may read only those (by pages, :meth:`ReadPlan.page_parts`)
+  or the whole group; rows outside them never match, so the results are the same.
 
 Engines that take a list of files and row groups (a pyarrow dataset for DuckDB on S3, Spark)
 call :func:`open_fragments`, which opens the planned objects' footers in parallel and returns

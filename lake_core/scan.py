@@ -13,7 +13,9 @@ them before any later key field an object holds nulls in, since those nulls move
 other end of their group (:meth:`Scan._bounds`).
 
 Pruning is the read planner's (:mod:`lake_core.planning`): it names the objects to open and,
-once an object's footer is open, the row groups to read; the scan reads exactly those. The
+once an object's footer is open, the row groups to read — and, where an exact index knows
+them, the rows of a group, which the scan reads by pages (:mod:`lake_core.pages`); the scan
+reads exactly those. The
 reader works on immutable objects named by one snapshot, so commits landing meanwhile do not
 affect it.
 """
