@@ -433,14 +433,12 @@ def read_rows(
 
     # Columns whose picked pages cover the same rows decode together.
     by_rows: dict[tuple[tuple[int, int], ...], list[int]] = {}
-    covered: dict[int, tuple[tuple[int, int], ...]] = {}
     for i in indexes:
         pages, chosen = picked[i]
         rows = tuple(
             (pages[j].first_row, pages[j + 1].first_row if j + 1 < len(pages) else g.rows)
             for j in chosen
         )
-        covered[i] = rows
         by_rows.setdefault(rows, []).append(i)
     decoded: dict[int, pa.ChunkedArray[Any]] = {}
     for rows, members in by_rows.items():
