@@ -40,22 +40,17 @@ import pyarrow.parquet as pq
 
 from lake_core.thrift_compact import (
     BINARY,
-    FALSE,
-    I16,
     I32,
-    I64,
     LIST,
-    STOP,
     STRUCT,
     StructWriter,
     ThriftError,
-    field_header,
-    get_int,
     get_varint,
+    int_field,
     list_head,
     list_header,
-    skip,
     skip_struct,
+    struct_fields,
 )
 
 MAGIC = b"PAR1"
@@ -138,39 +133,21 @@ class FileLayout:
     flat: tuple[bool, ...]
     names: tuple[str, ...]
 
-
-def _struct_fields(data: bytes, pos: int) -> tuple[dict[int, tuple[int, int, int]], int]:
-    """{field id: (type, value start, value end)} of the struct at ``data[pos]``, and the
-    position after it."""
-    fields: dict[int, tuple[int, int, int]] = {}
-    last = 0
-    while True:
-        fid, ctype, pos = field_header(data, pos, last)
-        if ctype == STOP:
-            return fields, pos
-        start = pos
-        if ctype > FALSE:
-            pos = skip(data, pos, ctype)
-        fields[fid] = (ctype, start, pos)
-        last = fid
-
-
-def _int_field(data: bytes, fields: dict[int, tuple[int, int, int]], fid: int) -> int | None:
-    found = fields.get(fid)
-    if found is None or not (I16 <= found[0] <= I64):
-        return None
-    return get_int(data, found[1])[0]
+    @functools.cached_property
+    def flat_leaves(self) -> dict[str, int]:
+        """Each flat leaf's name and index."""
+        return {name: i for i, name in enumerate(self.names) if self.flat[i]}
 
 
 def _chunk(data: bytes, pos: int) -> tuple[ChunkLayout, int]:
-    fields, end = _struct_fields(data, pos)
+    fields, end = struct_fields(data, pos)
     meta = fields.get(_CC_META)
     if meta is None or meta[0] != STRUCT:
         raise PageLayoutError("a column chunk without metadata in the footer")
-    inner, _ = _struct_fields(data, meta[1])
+    inner, _ = struct_fields(data, meta[1])
     codec = inner.get(_CM_CODEC)
-    data_offset = _int_field(data, inner, _CM_DATA_PAGE)
-    size = _int_field(data, inner, _CM_COMPRESSED)
+    data_offset = int_field(data, inner, _CM_DATA_PAGE)
+    size = int_field(data, inner, _CM_COMPRESSED)
     if codec is None or data_offset is None or size is None:
         raise PageLayoutError("a column chunk's metadata lacks its codec, pages or size")
     if list(inner)[:4] != [1, 2, 3, 4]:  # the prefix copied below must be exactly those
@@ -181,17 +158,17 @@ def _chunk(data: bytes, pos: int) -> tuple[ChunkLayout, int]:
         dictionary_pages = 0
         n, _, at = list_head(data, stats[1])
         for _ in range(n):
-            entry, at = _struct_fields(data, at)
-            page_type = _int_field(data, entry, _ES_PAGE_TYPE)
+            entry, at = struct_fields(data, at)
+            page_type = int_field(data, entry, _ES_PAGE_TYPE)
             if page_type in (_DATA_PAGE, _DATA_PAGE_V2) and (
-                _int_field(data, entry, _ES_ENCODING) in _DICTIONARY_ENCODINGS
+                int_field(data, entry, _ES_ENCODING) in _DICTIONARY_ENCODINGS
             ):
-                dictionary_pages += _int_field(data, entry, _ES_COUNT) or 0
-    oi_offset = _int_field(data, fields, _CC_OI_OFFSET)
-    oi_length = _int_field(data, fields, _CC_OI_LENGTH)
+                dictionary_pages += int_field(data, entry, _ES_COUNT) or 0
+    oi_offset = int_field(data, fields, _CC_OI_OFFSET)
+    oi_length = int_field(data, fields, _CC_OI_LENGTH)
     offset_index = None if oi_offset is None or oi_length is None else (oi_offset, oi_length)
     chunk = ChunkLayout(
-        _int_field(data, inner, _CM_DICTIONARY_PAGE) or None,
+        int_field(data, inner, _CM_DICTIONARY_PAGE) or None,
         data_offset,
         size,
         offset_index,
@@ -215,7 +192,7 @@ def read_layout(footer: bytes) -> FileLayout:
 
 
 def _read_layout(data: bytes) -> FileLayout:
-    fields, _ = _struct_fields(data, 0)
+    fields, _ = struct_fields(data, 0)
     schema = fields.get(_FILE_SCHEMA)
     groups_at = fields.get(_FILE_ROW_GROUPS)
     if schema is None or groups_at is None:
@@ -223,9 +200,9 @@ def _read_layout(data: bytes) -> FileLayout:
     count, etype, pos = list_head(data, schema[1])
     elements: list[tuple[bytes, int | None, int | None]] = []
     for _ in range(count):
-        element, end = _struct_fields(data, pos)
-        children = _int_field(data, element, _SE_NUM_CHILDREN)
-        elements.append((data[pos:end], children, _int_field(data, element, _SE_REPETITION)))
+        element, end = struct_fields(data, pos)
+        children = int_field(data, element, _SE_NUM_CHILDREN)
+        elements.append((data[pos:end], children, int_field(data, element, _SE_REPETITION)))
         pos = end
     leaves, flat, names = [], [], []
     # Depth-first: the root, then each child with its own children after it.
@@ -282,9 +259,9 @@ class _Groups(Sequence[GroupLayout]):
 
 
 def _group(data: bytes, pos: int) -> GroupLayout:
-    group, _ = _struct_fields(data, pos)
+    group, _ = struct_fields(data, pos)
     columns = group.get(_RG_COLUMNS)
-    rows = _int_field(data, group, _RG_NUM_ROWS)
+    rows = int_field(data, group, _RG_NUM_ROWS)
     if columns is None or rows is None:
         raise PageLayoutError("a row group without columns or a row count")
     n, _, at = list_head(data, columns[1])
@@ -296,7 +273,7 @@ def _group(data: bytes, pos: int) -> GroupLayout:
 
 
 def _name(element: bytes) -> str:
-    fields, _ = _struct_fields(element, 0)
+    fields, _ = struct_fields(element, 0)
     found = fields.get(4)  # SchemaElement.name
     if found is None or found[0] != BINARY:
         raise PageLayoutError("a schema element without a name")
@@ -313,7 +290,7 @@ def file_layout(data: bytes) -> FileLayout:
 def page_locations(offset_index: bytes) -> list[PageLocation]:
     """The pages an OffsetIndex (its Thrift bytes) locates, in order."""
     try:
-        fields, _ = _struct_fields(offset_index, 0)
+        fields, _ = struct_fields(offset_index, 0)
         found = fields.get(_OI_PAGES)
         if found is None or found[0] != LIST:
             raise PageLayoutError("an offset index without pages")
@@ -322,9 +299,9 @@ def page_locations(offset_index: bytes) -> list[PageLocation]:
             raise PageLayoutError("an offset index whose pages are not structs")
         out = []
         for _ in range(count):
-            page, pos = _struct_fields(offset_index, pos)
+            page, pos = struct_fields(offset_index, pos)
             values = [
-                _int_field(offset_index, page, f) for f in (_PL_OFFSET, _PL_SIZE, _PL_FIRST_ROW)
+                int_field(offset_index, page, f) for f in (_PL_OFFSET, _PL_SIZE, _PL_FIRST_ROW)
             ]
             if None in values:
                 raise PageLayoutError("a page location without its offset, size or first row")
@@ -377,7 +354,7 @@ def read_rows(
     pages (:func:`readable_by_pages` says so beforehand)."""
     g = layout.groups[group]
     ranges = [(max(0, a), min(g.rows, b)) for a, b in ranges if min(g.rows, b) > max(0, a)]
-    leaf = {name: i for i, name in enumerate(layout.names) if layout.flat[i]}
+    leaf = layout.flat_leaves
     missing = [c for c in columns if c not in leaf]
     if missing:
         raise PageLayoutError(f"columns {missing} are not flat leaves of the file")
@@ -468,12 +445,12 @@ def _dictionary_span(chunk: ChunkLayout) -> tuple[int, int]:
 def _page_encoding(page: bytes) -> bool:
     """Whether the data page ``page`` (its header first) is dictionary-encoded."""
     try:
-        header, _ = _struct_fields(page, 0)
+        header, _ = struct_fields(page, 0)
         for fid, enc in ((_PH_DATA_V1, _V1_ENCODING), (_PH_DATA_V2, _V2_ENCODING)):
             found = header.get(fid)
             if found is not None and found[0] == STRUCT:
-                inner, _ = _struct_fields(page, found[1])
-                return _int_field(page, inner, enc) in _DICTIONARY_ENCODINGS
+                inner, _ = struct_fields(page, found[1])
+                return int_field(page, inner, enc) in _DICTIONARY_ENCODINGS
     except (IndexError, ThriftError) as e:
         raise PageLayoutError(f"an unreadable page header ({e or 'cut short'})") from None
     raise PageLayoutError("a page that is not a data page where the offset index has one")
@@ -641,7 +618,7 @@ class ObjectPages:
 
     def readable(self, group: int, columns: Sequence[str]) -> bool:
         """Whether ``columns`` of row group ``group`` can be read by pages."""
-        leaf = {n: i for i, n in enumerate(self.layout.names) if self.layout.flat[i]}
+        leaf = self.layout.flat_leaves
         if any(c not in leaf for c in columns):
             return False
         return readable_by_pages(self.layout, group, [leaf[c] for c in columns])

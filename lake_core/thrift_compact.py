@@ -114,6 +114,30 @@ def field_header(data: bytes, pos: int, last: int) -> tuple[int, int, int]:
     return fid, ctype, pos
 
 
+def struct_fields(data: bytes, pos: int) -> tuple[dict[int, tuple[int, int, int]], int]:
+    """{field id: (type, value start, value end)} of the struct at ``data[pos]``, and the
+    position after it."""
+    fields: dict[int, tuple[int, int, int]] = {}
+    last = 0
+    while True:
+        fid, ctype, pos = field_header(data, pos, last)
+        if ctype == STOP:
+            return fields, pos
+        start = pos
+        if ctype > FALSE:
+            pos = skip(data, pos, ctype)
+        fields[fid] = (ctype, start, pos)
+        last = fid
+
+
+def int_field(data: bytes, fields: dict[int, tuple[int, int, int]], fid: int) -> int | None:
+    """The integer field ``fid`` of a struct walked by :func:`struct_fields`, or None."""
+    found = fields.get(fid)
+    if found is None or not (I16 <= found[0] <= I64):
+        return None
+    return get_int(data, found[1])[0]
+
+
 def put_varint(out: bytearray, n: int) -> None:
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

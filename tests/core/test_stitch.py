@@ -75,20 +75,22 @@ def _same_rows(a: pa.Table, b: pa.Table) -> bool:
     return bool(nan_free(a).equals(nan_free(b)))
 
 
-def _one_writer(t: pa.Table, sizes: list[int]) -> bytes:
+def _written(groups: list[pa.Table], **options: Any) -> bytes:
+    """The file one ``ParquetWriter`` (with ``options``) writes of ``groups``, each its own
+    row group."""
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(
-        sink,
-        t.schema,
-        compression="snappy",
-        dictionary_pagesize_limit=32 << 10,
-        **OPTIONS.page_options(),
-    ) as w:
-        at = 0
-        for n in sizes:
-            w.write_table(t.slice(at, n), row_group_size=n)
-            at += n
+    with pq.ParquetWriter(sink, groups[0].schema, **options) as w:
+        for g in groups:
+            w.write_table(g, row_group_size=max(1, len(g)))
     return sink.getvalue().to_pybytes()
+
+
+def _slices(t: pa.Table, sizes: list[int]) -> list[pa.Table]:
+    out, at = [], 0
+    for n in sizes:
+        out.append(t.slice(at, n))
+        at += n
+    return out
 
 
 def test_stitched_row_groups_are_the_file_one_writer_writes() -> None:
@@ -99,7 +101,12 @@ def test_stitched_row_groups_are_the_file_one_writer_writes() -> None:
         groups.append(encode_group(t.slice(at, n), t.schema, OPTIONS, ["k"]))
         at += n
     stitched = b"".join(stitch([g.fragment for g in groups]))
-    assert stitched == _one_writer(t, sizes)
+    assert stitched == _written(
+        _slices(t, sizes),
+        compression="snappy",
+        dictionary_pagesize_limit=32 << 10,
+        **OPTIONS.page_options(),
+    )
     back = pq.ParquetFile(pa.BufferReader(stitched))
     assert back.metadata.num_row_groups == len(sizes)
     assert _same_rows(back.read(), t)
@@ -115,27 +122,18 @@ def test_page_indexes_move_with_their_row_groups() -> None:
     from lake_core.stitch import copy_row_groups
 
     t = _table(30_000)
-    sizes = [1, 9_000, 20, 12_000, 8_979]
-    parts, at = [], 0
-    for n in sizes:
-        parts.append(t.slice(at, n))
-        at += n
+    parts = _slices(t, [1, 9_000, 20, 12_000, 8_979])
     blooms = {c: {"ndv": 1_000, "fpp": 0.01} for c in ("k", "s")}
 
     def written(groups: list[pa.Table], **options: Any) -> bytes:
-        sink = pa.BufferOutputStream()
-        with pq.ParquetWriter(
-            sink,
-            t.schema,
+        return _written(
+            groups,
             compression="snappy",
             dictionary_pagesize_limit=32 << 10,
             max_rows_per_page=1_000,
             write_page_index=True,
             **options,
-        ) as w:
-            for g in groups:
-                w.write_table(g, row_group_size=max(1, len(g)))
-        return sink.getvalue().to_pybytes()
+        )
 
     whole = written(parts)
     for options in ({}, {"bloom_filter_options": blooms}):
@@ -177,13 +175,7 @@ def test_bloom_filters_stay_behind_when_fragments_are_stitched_or_row_groups_cop
     groups = [t.slice(0, 1_000), t.slice(1_000, 1_000), t.slice(2_000, 1_000)]
     blooms = {c: {"ndv": 1_000, "fpp": 0.01} for c in ("k", "i8", "u64", "s", "ts", "d", "nulls")}
 
-    def written(parts: list[pa.Table], **options: Any) -> bytes:
-        sink = pa.BufferOutputStream()
-        with pq.ParquetWriter(sink, t.schema, **options) as w:
-            for g in parts:
-                w.write_table(g, row_group_size=len(g))
-        return sink.getvalue().to_pybytes()
-
+    written = _written
     fragments = [parse_fragment(written([g], bloom_filter_options=blooms)) for g in groups]
     assert all(f.filtered and len(f.footer.groups[0].filters) == len(blooms) for f in fragments)
     assert b"".join(bytes(p) for p in stitch(fragments)) == written(groups)
