@@ -52,6 +52,7 @@ from lake_core.reader import row_group_stats
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
 
+    from lake_core.pages import ObjectPages
     from lake_core.poolkey import PoolKey
     from lake_core.snapshot import Snapshot
     from lake_core.stores.base import ObjectStore
@@ -293,7 +294,7 @@ class ReadPlan:
         metadata: pq.FileMetaData,
         groups: Sequence[int],
         columns: Sequence[str],
-    ) -> tuple[dict[int, list[tuple[int, int]]], Any]:
+    ) -> tuple[dict[int, list[tuple[int, int]]], ObjectPages | None]:
         """The kept ``groups`` of ``obj`` (at ``key``, its footer ``metadata``) to read in
         part, by pages, with their rows (:meth:`row_ranges`), and the object's page reader
         (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here); none where
@@ -316,18 +317,17 @@ class ReadPlan:
             )
         except PageLayoutError:
             return {}, None
-        self.read_part(0, pages.fetched, groups=0)
+        self.stats.bytes_read += pages.fetched  # its footer, fetched again to walk it
         return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages
 
     def opened(self) -> None:
         """Count an object opened (its footer read)."""
         self.stats.objects_read += 1
 
-    def read_part(self, rows: int, fetched: int, groups: int = 1) -> None:
+    def read_part(self, rows: int, fetched: int) -> None:
         """Count part of a row group read by pages: ``rows`` rows, ``fetched`` bytes (the
-        pages, dictionaries and offset indexes fetched; ``groups`` 0 for the footer a page
-        reader fetches first)."""
-        self.stats.row_groups_read += groups
+        pages, dictionaries and offset indexes fetched)."""
+        self.stats.row_groups_read += 1
         self.stats.rows_read += rows
         self.stats.bytes_read += fetched
 
@@ -415,7 +415,7 @@ class Fragment:
     #: ``row_groups`` and ``arrow``), with their rows (:meth:`ReadPlan.row_ranges`), and the
     #: object's page reader (:class:`lake_core.pages.ObjectPages`) to read them with.
     parts: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
-    pages: Any = None
+    pages: ObjectPages | None = None
 
     @property
     def whole(self) -> bool:

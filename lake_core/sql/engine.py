@@ -37,7 +37,7 @@ from lake_core.expr import Expr, Or
 from lake_core.ingest.schema import conform_to
 from lake_core.objects import ObjectMeta
 from lake_core.otree.sampling import and_sample, sample_predicate
-from lake_core.planning import ReadPlan, open_fragments, plan_read
+from lake_core.planning import Fragment, ReadPlan, open_fragments, plan_read
 from lake_core.pruners import read_pruners
 from lake_core.purge_records import purged_by
 from lake_core.sql.analyze import Analysis, analyze, table_key
@@ -582,7 +582,7 @@ class _Session:
         )
 
 
-def _read_parts(plan: ReadPlan, fragment: Any, store: ObjectStore) -> list[pa.Table]:
+def _read_parts(plan: ReadPlan, fragment: Fragment, store: ObjectStore) -> list[pa.Table]:
     """The rows of ``fragment``'s :attr:`~lake_core.planning.Fragment.parts`, read by pages
     (every column of the file: DuckDB picks the query's, which the query's text does not
     always name — a view, a join's USING, ``SELECT t``), counted in ``plan``; a group whose
@@ -591,7 +591,7 @@ def _read_parts(plan: ReadPlan, fragment: Any, store: ObjectStore) -> list[pa.Ta
     from lake_core.pages import PageLayoutError
     from lake_core.reader import open_object
 
-    if not fragment.parts:
+    if not fragment.parts or fragment.pages is None:
         return []
     read = fragment.metadata.schema.to_arrow_schema().names
     out = []
