@@ -101,6 +101,7 @@ class IndexInputs:
         self._built: dict[tuple[str, str], bytes] = {}
         self._lock = threading.Lock()
         self._blooms: dict[pa.Schema, dict[str, float]] = {}
+        self._any_bloom = any(r.kind == BLOOM for r in self._rules)
 
     def writer_options(self, schema: pa.Schema, rows: int) -> dict[str, Any]:
         blooms = self._bloom_columns(schema)
@@ -108,6 +109,8 @@ class IndexInputs:
 
     def _bloom_columns(self, schema: pa.Schema) -> dict[str, float]:
         """The columns of ``schema`` to ask Parquet's filter of, and at what rate."""
+        if not self._any_bloom:
+            return {}  # without hashing ``schema`` (twice for each row group of a load)
         found = self._blooms.get(schema)
         if found is None:
             found = {}
