@@ -409,18 +409,22 @@ def _int_pairs(parts: list[Any]) -> pa.Table | None:
     hi = max(int(v.max()) for v in filled)
     slice_shift = max(1, max(int(s.max()) for s in slices if len(s))).bit_length() if sliced else 0
     shift = max(1, len(parts) - 1).bit_length() + slice_shift
-    if hi - lo >= 2 ** (63 - shift):
+    width = (hi - lo).bit_length() + shift
+    if width > 63:
         return None
+    # Codes of up to 32 bits (value ranges of ids and keys below some millions) are sorted as
+    # uint32: every pass over them, the sort's too, moves half the memory.
+    code_type: Any = np.uint32 if width <= 32 else np.int64
     # Coded row group by row group into one array (each group's pass stays in the cache):
-    # value - lo lies in [0, 2**(63 - b)), exact even where the int64 subtraction wraps.
-    codes = np.empty(sum(len(v) for v in values), np.int64)
+    # value - lo lies in [0, 2**(width - b)), exact even where the int64 subtraction wraps.
+    codes: Any = np.empty(sum(len(v) for v in values), code_type)
     at = 0
     for i, v in enumerate(values):
         out = codes[at : at + len(v)]
         at += len(v)
-        np.subtract(v, np.int64(lo), out=out)
-        out <<= np.int64(shift)
-        out |= np.int64(i << slice_shift)
+        np.subtract(v, np.int64(lo), out=out, casting="unsafe")
+        out <<= code_type(shift)
+        out |= code_type(i << slice_shift)
         if sliced:
             out |= slices[i]
     codes.sort()
@@ -434,10 +438,11 @@ def _int_pairs(parts: list[Any]) -> pa.Table | None:
     narrow: Any = np.uint32 if shift <= _TAIL32_BITS else np.uint64
     tail: Any = codes.astype(narrow)  # the low 32 (or 64) bits: the value's are cleared below
     tail &= narrow((1 << shift) - 1)
-    codes >>= np.int64(shift)
-    codes += np.int64(lo)
+    codes >>= code_type(shift)
+    value = codes.astype(np.int64, copy=False)
+    value += np.int64(lo)
     columns = {
-        "value": pa.array(codes, pa.int64()),
+        "value": pa.array(value, pa.int64()),
         "rg": pa.array((tail >> narrow(slice_shift)).astype(np.int32), pa.int32()),
     }
     if sliced:
