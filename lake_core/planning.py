@@ -289,17 +289,21 @@ class ReadPlan:
     def page_parts(
         self,
         store: ObjectStore,
-        key: str,
+        pool_id: str,
         obj: ObjectMeta,
         metadata: pq.FileMetaData,
         groups: Sequence[int],
         columns: Sequence[str],
     ) -> tuple[dict[int, list[tuple[int, int]]], ObjectPages | None]:
-        """The kept ``groups`` of ``obj`` (at ``key``, its footer ``metadata``) to read in
-        part, by pages, with their rows (:meth:`row_ranges`), and the object's page reader
-        (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here); none where
-        every group is read whole or the object's pages cannot serve ``columns``."""
+        """The kept ``groups`` of ``obj`` (of pool ``pool_id``, its footer ``metadata``) to
+        read in part, by pages, with their rows (:meth:`row_ranges`), and the object's page
+        reader (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here);
+        none where every group is read whole or the object's pages cannot serve ``columns``.
+        The reader raises PurgedObjectError for an object purged since it was opened."""
+        from lake_core.errors import ObjectNotFoundError, PurgedObjectError
+        from lake_core.layout import PoolLayout
         from lake_core.pages import FETCH_THREADS, ObjectPages, PageLayoutError, may_read_by_pages
+        from lake_core.purge_records import purged_by
 
         ranges = {}
         for g in groups:
@@ -308,9 +312,17 @@ class ReadPlan:
                 ranges[g] = found
         if not ranges:
             return {}, None
+        key = PoolLayout(pool_id).data(obj.id)
+
+        def fetch(offset: int, length: int) -> bytes:
+            try:
+                return store.get_range(key, offset, length)
+            except ObjectNotFoundError:  # purged after its footer was read
+                raise PurgedObjectError(obj.id, purged_by(store, pool_id, obj.id)) from None
+
         try:
             pages = ObjectPages(
-                lambda offset, length: store.get_range(key, offset, length),
+                fetch,
                 obj.size,
                 metadata,
                 threads=1 if store.local_path(key) is not None else FETCH_THREADS,
@@ -481,7 +493,9 @@ def open_fragments(
         # Every column of the file: an engine that reads parts hands the rows to a query
         # engine that picks its own columns (views, joins, ``SELECT t`` may name none).
         parts, pages = (
-            plan.page_parts(store, key, obj, metadata, groups, names) if row_ranges else ({}, None)
+            plan.page_parts(store, pool_id, obj, metadata, groups, names)
+            if row_ranges
+            else ({}, None)
         )
         groups = [g for g in groups if g not in parts]
         rows = sum(metadata.row_group(g).num_rows for g in groups)

@@ -198,7 +198,9 @@ class Scan:
         schema = pa.schema(
             [self.pool_schema.field(n) for n in self.pool_schema.names if n in wanted]
         )
-        parts, pages = self.plan.page_parts(self.store, opened.key, obj, meta, groups, read_cols)
+        parts, pages = self.plan.page_parts(
+            self.store, self.pool_id, obj, meta, groups, read_cols
+        )
         for step in [[g] for g in groups] if stream else _steps(groups, parts):
             table = None
             if pages is not None and step[0] in parts:

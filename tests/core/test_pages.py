@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 
 from lake_core import Lake
 from lake_core.encode import EncodeOptions
-from lake_core.pages import PageLayoutError, PageRead, file_layout, read_rows
+from lake_core.errors import PurgedObjectError
+from lake_core.pages import ObjectPages, PageLayoutError, PageRead, file_layout, read_rows
 from lake_core.sql.engine import run_sql
 from tests.core.test_indexes_model import model_matches
 
@@ -284,6 +285,36 @@ def test_an_exact_lookup_reads_the_pages_of_its_rows(lake: Lake) -> None:
         assert [r[0] for r in joined.relation.fetchall()] == want.column("note").to_pylist()
         whole = run_sql(f"SELECT indexed FROM indexed WHERE {where} ORDER BY ts", lake.pool, lake)
         assert [r[0] for r in whole.relation.fetchall()] == want.to_pylist()
+
+
+def test_an_object_purged_between_its_footer_and_its_pages_is_named(
+    lake: Lake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lookup that opened an object's footer and then finds its pages gone (a purge
+    racing the read) says which object was purged, through the scan and SQL alike."""
+    table = _pool_table(12_000, seed=3)
+    lake.create_pool("p", "ts:asc", seek_stride=512 * 1024)
+    lake.create_index_rule("by_part", "part", "exact")
+    pool = lake.pool("p")
+    pool.load(table)
+    (obj,) = pool.snapshot(pool.tip()).objects.values()
+    where = f"part = {table.column('part')[5].as_py()}"
+    key = pool.layout.data(obj.id)
+    data = pool.store.get(key)
+    read = ObjectPages.read
+
+    def purged_first(self: ObjectPages, *args: Any, **kwargs: Any) -> Any:
+        pool.store.delete(key)
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(ObjectPages, "read", purged_first)
+    with pytest.raises(PurgedObjectError) as scanned:
+        _lookup(lake, "p", where)
+    assert scanned.value.object_id == obj.id
+    pool.store.put(key, data)  # back, to be purged again once its footer is read
+    with pytest.raises(PurgedObjectError) as queried:
+        run_sql(f"SELECT * FROM p WHERE {where}", lake.pool, lake, derived=False)
+    assert queried.value.object_id == obj.id
 
 
 def test_objects_without_page_indexes_are_read_whole_with_the_same_rows(
