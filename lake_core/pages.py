@@ -431,10 +431,25 @@ def read_rows(
         before = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         k = np.searchsorted(starts_in, wanted, side="right") - 1
         positions = before[k] + (wanted - starts_in[k])
-        taken = table.take(positions)
         for n, i in enumerate(members):
-            decoded[i] = taken.column(n)
+            decoded[i] = _take(table.column(n), positions)
     return pa.table([decoded[i] for i in indexes], names=list(columns))
+
+
+#: View types Arrow's take has no kernel for, and the types it takes them as.
+_VIEW_TAKEN_AS: dict[pa.DataType, pa.DataType] = {
+    pa.string_view(): pa.large_string(),
+    pa.binary_view(): pa.large_binary(),
+}
+
+
+def _take(column: pa.ChunkedArray[Any], positions: np.ndarray[Any, Any]) -> pa.ChunkedArray[Any]:
+    """``column``'s values at ``positions``; a view column through its large type."""
+    as_type = _VIEW_TAKEN_AS.get(column.type)
+    if as_type is None:
+        return column.take(positions)
+    taken: pa.ChunkedArray[Any] = column.cast(as_type).take(positions)
+    return taken.cast(column.type)
 
 
 def _dictionary_span(chunk: ChunkLayout) -> tuple[int, int]:
