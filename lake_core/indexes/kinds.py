@@ -55,6 +55,7 @@ import functools
 import io
 import json
 import math
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -272,19 +273,26 @@ def row_slices(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray[Any, 
 
 
 _SLICE_NUMBERS = np.zeros(0, np.uint32)
+_SLICE_NUMBERS_LOCK = threading.Lock()
+#: Row groups of more rows than this get slice numbers of their own, not kept (4 bytes a row).
+_SHARED_SLICE_ROWS = 1 << 22
 
 
 def _slice_numbers(rows: int) -> np.ndarray[Any, Any]:
     """``row // SLICE_ROWS`` for rows ``0 .. rows - 1``: a read-only view of a module-wide
-    array, grown (replaced whole, so a racing thread sees an old array or a new one, both
+    array, grown (under a lock, replaced whole: a reader holds an old array or a new one, both
     right) when a row group is larger than any before: a load asks this of every row group."""
     global _SLICE_NUMBERS
     numbers = _SLICE_NUMBERS
-    if len(numbers) < rows:
-        numbers = np.repeat(np.arange(-(-rows // SLICE_ROWS), dtype=np.uint32), SLICE_ROWS)
-        numbers.flags.writeable = False
-        _SLICE_NUMBERS = numbers
-    return numbers[:rows]
+    if len(numbers) >= rows:
+        return numbers[:rows]
+    grown = np.repeat(np.arange(-(-rows // SLICE_ROWS), dtype=np.uint32), SLICE_ROWS)
+    grown.flags.writeable = False
+    if rows <= _SHARED_SLICE_ROWS:
+        with _SLICE_NUMBERS_LOCK:
+            if len(_SLICE_NUMBERS) < len(grown):  # never replaced by a shorter one
+                _SLICE_NUMBERS = grown
+    return grown[:rows]
 
 
 def canonical_rows(column: pa.Array[Any] | pa.ChunkedArray[Any]) -> pa.Array[Any]:
