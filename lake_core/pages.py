@@ -593,8 +593,8 @@ def _small_file(
 def may_read_by_pages(metadata: pq.FileMetaData, group: int, columns: Sequence[str]) -> bool:
     """Whether row group ``group`` of a file (its footer as pyarrow read it) may be read by
     pages for ``columns``, from what pyarrow's metadata tells: top-level columns that are
-    leaves, each chunk with an offset index. Checked before the footer is fetched again to
-    walk it (:class:`ObjectPages`, which decides for sure)."""
+    leaves, each chunk with an offset index. Checked before the footer is walked
+    (:class:`ObjectPages`, which decides for sure)."""
     rg = metadata.row_group(group)
     paths = {rg.column(i).path_in_schema: i for i in range(rg.num_columns)}
     for name in columns:
@@ -604,12 +604,27 @@ def may_read_by_pages(metadata: pq.FileMetaData, group: int, columns: Sequence[s
     return True
 
 
+def _written_footer(metadata: pq.FileMetaData) -> bytes:
+    """``metadata``'s Thrift bytes, as pyarrow writes them (a ``_metadata`` file: magic,
+    footer, its length, magic)."""
+    sink = io.BytesIO()
+    metadata.write_metadata_file(sink)
+    data = sink.getvalue()
+    length = struct.unpack("<I", data[-8:-4])[0]
+    return data[-8 - length : -8]
+
+
 class ObjectPages:
-    """Page reads of one Parquet object: its footer fetched and walked once, then any of its
-    row groups read in part (:func:`read_rows`). ``fetch(offset, length)``: the object's bytes
-    there; ``size``: its size; ``metadata``: its footer as pyarrow read it (for the footer's
-    length and the file's Arrow schema); ``threads``: fetches at once (1 on local disk).
-    :attr:`fetched` counts every byte fetched."""
+    """Page reads of one Parquet object: its footer walked once, then any of its row groups
+    read in part (:func:`read_rows`). ``fetch(offset, length)``: the object's bytes there;
+    ``size``: its size; ``metadata``: the whole file's footer as pyarrow read it;
+    ``threads``: fetches at once (1 on local disk). :attr:`fetched` counts every byte fetched.
+
+    The footer's bytes are pyarrow's ``metadata`` written out again, not fetched: Thrift
+    written from what it read is the bytes the file holds (for the writers lakepool uses; so
+    a walked footer is found again in :func:`read_layout`'s cache). Where the length differs
+    (a writer's fields pyarrow does not keep) the footer is fetched, as it is when the bytes
+    do not walk."""
 
     def __init__(
         self,
@@ -619,16 +634,23 @@ class ObjectPages:
         threads: int = FETCH_THREADS,
     ) -> None:
         self._fetch, self._threads = fetch, threads
+        self.fetched = 0
         length = int(metadata.serialized_size)
-        tail = fetch(size - 8 - length, length + 8)
-        if (
-            len(tail) != length + 8
-            or tail[-4:] != MAGIC
-            or struct.unpack("<I", tail[-8:-4])[0] != length
-        ):
-            raise PageLayoutError("the footer is not where the file's metadata says")
-        self.fetched = length + 8
-        self.layout = read_layout(bytes(tail[:length]))
+        footer = _written_footer(metadata)
+        try:
+            if len(footer) != length:
+                raise PageLayoutError("pyarrow writes this footer otherwise")
+            self.layout = read_layout(footer)
+        except PageLayoutError:
+            tail = fetch(size - 8 - length, length + 8)
+            if (
+                len(tail) != length + 8
+                or tail[-4:] != MAGIC
+                or struct.unpack("<I", tail[-8:-4])[0] != length
+            ):
+                raise PageLayoutError("the footer is not where the file's metadata says") from None
+            self.fetched = length + 8
+            self.layout = read_layout(bytes(tail[:length]))
         self.schema = metadata.schema.to_arrow_schema()
 
     def readable(self, group: int, columns: Sequence[str]) -> bool:

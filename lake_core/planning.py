@@ -297,7 +297,7 @@ class ReadPlan:
     ) -> tuple[dict[int, list[tuple[int, int]]], ObjectPages | None]:
         """The kept ``groups`` of ``obj`` (of pool ``pool_id``, its footer ``metadata``) to
         read in part, by pages, with their rows (:meth:`row_ranges`), and the object's page
-        reader (:class:`lake_core.pages.ObjectPages`, whose footer fetch is counted here);
+        reader (:class:`lake_core.pages.ObjectPages`; a footer it had to fetch is counted here);
         none where every group is read whole or the object's pages cannot serve ``columns``.
         The reader raises PurgedObjectError for an object purged since it was opened."""
         from lake_core.errors import ObjectNotFoundError, PurgedObjectError
@@ -329,7 +329,7 @@ class ReadPlan:
             )
         except PageLayoutError:
             return {}, None
-        self.stats.bytes_read += pages.fetched  # its footer, fetched again to walk it
+        self.stats.bytes_read += pages.fetched  # its footer, if it was fetched
         return {g: r for g, r in ranges.items() if pages.readable(g, columns)}, pages
 
     def opened(self) -> None:

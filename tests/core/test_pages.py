@@ -184,6 +184,35 @@ def test_page_reads_give_the_rows_pyarrow_reads_of_the_whole_group() -> None:
     assert misaligned >= 1
 
 
+def test_an_object_page_reader_walks_the_footer_pyarrow_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The footer's bytes come from the metadata the engine opened (no second fetch); where
+    pyarrow would write them otherwise, they are fetched, and the rows are the same."""
+    table = _typed_table(3_000, seed=9)
+    data = _written(table, group_rows=1_000, page_rows=250)
+    metadata = pq.ParquetFile(pa.BufferReader(data)).metadata
+    asked: list[tuple[int, int]] = []
+
+    def fetch(offset: int, length: int) -> bytes:
+        asked.append((offset, length))
+        return data[offset : offset + length]
+
+    pages = ObjectPages(fetch, len(data), metadata, threads=1)
+    assert asked == [] and pages.fetched == 0
+    got, fetched = pages.read(1, table.column_names, [(10, 20)])
+    assert _same(got, table.slice(1_010, 10)) and pages.fetched == fetched > 0
+    footer = metadata.serialized_size + 8
+    assert (len(data) - footer, footer) not in asked
+    # A footer pyarrow writes otherwise (fields of another writer it does not keep): fetched.
+    monkeypatch.setattr("lake_core.pages._written_footer", lambda metadata: b"\x15\x00")
+    asked.clear()
+    pages = ObjectPages(fetch, len(data), metadata, threads=1)
+    assert asked == [(len(data) - footer, footer)] and pages.fetched == footer
+    got, _ = pages.read(1, table.column_names, [(10, 20)])
+    assert _same(got, table.slice(1_010, 10))
+
+
 def test_a_read_by_pages_refuses_what_it_cannot_follow() -> None:
     table = pa.table({"k": pa.array(range(3_000), pa.int64()), "lst": [[1, 2]] * 3_000})
     with_index = _written(table, 3_000, 500)
