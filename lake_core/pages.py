@@ -623,8 +623,7 @@ class ObjectPages:
     The footer's bytes are pyarrow's ``metadata`` written out again, not fetched: Thrift
     written from what it read is the bytes the file holds (for the writers lakepool uses; so
     a walked footer is found again in :func:`read_layout`'s cache). Where the length differs
-    (a writer's fields pyarrow does not keep) the footer is fetched, as it is when the bytes
-    do not walk."""
+    (a writer's fields pyarrow does not keep) the footer is fetched."""
 
     def __init__(
         self,
@@ -637,20 +636,17 @@ class ObjectPages:
         self.fetched = 0
         length = int(metadata.serialized_size)
         footer = _written_footer(metadata)
-        try:
-            if len(footer) != length:
-                raise PageLayoutError("pyarrow writes this footer otherwise")
-            self.layout = read_layout(footer)
-        except PageLayoutError:
+        if len(footer) != length:
             tail = fetch(size - 8 - length, length + 8)
             if (
                 len(tail) != length + 8
                 or tail[-4:] != MAGIC
                 or struct.unpack("<I", tail[-8:-4])[0] != length
             ):
-                raise PageLayoutError("the footer is not where the file's metadata says") from None
+                raise PageLayoutError("the footer is not where the file's metadata says")
             self.fetched = length + 8
-            self.layout = read_layout(bytes(tail[:length]))
+            footer = bytes(tail[:length])
+        self.layout = read_layout(footer)
         self.schema = metadata.schema.to_arrow_schema()
 
     def readable(self, group: int, columns: Sequence[str]) -> bool:

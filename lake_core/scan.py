@@ -15,9 +15,8 @@ other end of their group (:meth:`Scan._bounds`).
 Pruning is the read planner's (:mod:`lake_core.planning`): it names the objects to open and,
 once an object's footer is open, the row groups to read — and, where an exact index knows
 them, the rows of a group, which the scan reads by pages (:mod:`lake_core.pages`); the scan
-reads exactly those. The
-reader works on immutable objects named by one snapshot, so commits landing meanwhile do not
-affect it.
+reads exactly those. The reader works on immutable objects named by one snapshot, so commits
+landing meanwhile do not affect it.
 """
 
 from __future__ import annotations

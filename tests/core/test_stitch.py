@@ -175,14 +175,13 @@ def test_bloom_filters_stay_behind_when_fragments_are_stitched_or_row_groups_cop
     groups = [t.slice(0, 1_000), t.slice(1_000, 1_000), t.slice(2_000, 1_000)]
     blooms = {c: {"ndv": 1_000, "fpp": 0.01} for c in ("k", "i8", "u64", "s", "ts", "d", "nulls")}
 
-    written = _written
-    fragments = [parse_fragment(written([g], bloom_filter_options=blooms)) for g in groups]
+    fragments = [parse_fragment(_written([g], bloom_filter_options=blooms)) for g in groups]
     assert all(f.filtered and len(f.footer.groups[0].filters) == len(blooms) for f in fragments)
-    assert b"".join(bytes(p) for p in stitch(fragments)) == written(groups)
-    one = parse_fragment(written(groups[:1], bloom_filter_options=blooms))
-    assert b"".join(bytes(p) for p in stitch([one])) == written(groups[:1])
+    assert b"".join(bytes(p) for p in stitch(fragments)) == _written(groups)
+    one = parse_fragment(_written(groups[:1], bloom_filter_options=blooms))
+    assert b"".join(bytes(p) for p in stitch([one])) == _written(groups[:1])
 
-    with_filters = written(groups, bloom_filter_options=blooms)
+    with_filters = _written(groups, bloom_filter_options=blooms)
     copied = b"".join(bytes(p) for p in copy_row_groups(with_filters, 1, 3))
     back = pq.ParquetFile(pa.BufferReader(copied))
     assert _same_rows(back.read(), t.slice(1_000, 2_000))
